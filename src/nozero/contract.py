@@ -1,0 +1,75 @@
+"""The documented non-finite error: its message, its pattern and the one place it is raised.
+
+Everything else in nozero (the trainer's guard, the pytest plugin, the docs) refers to
+this module instead of formatting the message by hand, so the contract cannot drift.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+MESSAGE_TEMPLATE = (
+    "non-finite loss/grad at step {step}: loss={loss} grad_norm={grad_norm}"
+    " \u2014 stopping for investigation (never zero-and-continue)"
+)
+
+MESSAGE_PATTERN = re.compile(
+    r"non-finite loss/grad at step (.+?): loss=(.+?) grad_norm=(.+?)"
+    r" \u2014 stopping for investigation \(never zero-and-continue\)"
+)
+
+
+class NonFiniteError(RuntimeError):
+    """Raised when a training step's loss or gradient norm is NaN or infinite.
+
+    It is a ``RuntimeError`` so code that documents "raises RuntimeError" stays true,
+    and it carries the step and values so callers never need to parse the message.
+    """
+
+    def __init__(self, step: int, loss: float, grad_norm: float) -> None:
+        self.step = int(step)
+        self.loss = float(loss)
+        self.grad_norm = float(grad_norm)
+        super().__init__(format_message(self.step, self.loss, self.grad_norm))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Keep the exception picklable (multiprocessing, pytest-xdist) with its fields.
+        return (type(self), (self.step, self.loss, self.grad_norm))
+
+
+def format_message(step: int, loss: float, grad_norm: float) -> str:
+    """The exact documented message for a halt at ``step``."""
+    return MESSAGE_TEMPLATE.format(step=int(step), loss=float(loss), grad_norm=float(grad_norm))
+
+
+def parse_message(text: str) -> tuple[int, float, float] | None:
+    """Return ``(step, loss, grad_norm)`` if ``text`` is exactly the documented message."""
+    match = MESSAGE_PATTERN.fullmatch(text)
+    if match is None:
+        return None
+    step, loss, grad_norm = match.groups()
+    try:
+        return int(step), float(loss), float(grad_norm)
+    except ValueError:
+        return None
+
+
+def _as_float(value: Any, what: str) -> float:
+    """Convert a Python float, numpy scalar or 0-d array (numpy or JAX) to ``float``.
+
+    ``float()`` works on all of them through ``__float__``; JAX is never imported here.
+    """
+    try:
+        return float(value)
+    except (TypeError, ValueError) as err:
+        raise TypeError(f"check_finite: {what} must be a scalar, got {type(value).__name__}") from err
+
+
+def check_finite(step: int, loss: Any, grad_norm: Any) -> None:
+    """Raise :class:`NonFiniteError` unless both ``loss`` and ``grad_norm`` are finite."""
+    loss_value = _as_float(loss, "loss")
+    norm_value = _as_float(grad_norm, "grad_norm")
+    if not (math.isfinite(loss_value) and math.isfinite(norm_value)):
+        raise NonFiniteError(int(step), loss_value, norm_value)

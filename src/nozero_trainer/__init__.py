@@ -1,0 +1,1 @@
+"""The reference JAX/optax trainer: multi-label heads on cached embeddings, guarded."""
