@@ -64,7 +64,8 @@ def _as_float(value: Any, what: str) -> float:
     try:
         return float(value)
     except (TypeError, ValueError) as err:
-        raise TypeError(f"check_finite: {what} must be a scalar, got {type(value).__name__}") from err
+        kind = type(value).__name__
+        raise TypeError(f"check_finite: {what} must be a scalar, got {kind}") from err
 
 
 def check_finite(step: int, loss: Any, grad_norm: Any) -> None:
