@@ -1,0 +1,1 @@
+"""nozero lint: flags code that zeroes, skips or swallows non-finite training signal."""

@@ -1,0 +1,3 @@
+"""The rule registry. PROVISIONAL STUB: the rules helper fills it."""
+
+ALL_RULES: list[type] = []
