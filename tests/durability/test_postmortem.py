@@ -1,0 +1,117 @@
+"""Post-mortem bundles and diagnoses on a small model whose failure modes are known."""
+
+from __future__ import annotations
+
+import json
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from nozero.contract import format_message
+from nozero_trainer import postmortem as pm
+
+HEADS = ["A", "B"]
+
+
+def naive_logsumexp_loss(params, batch):
+    """exp() overflows float32 past 88.7 but float64 only past 709: a precision failure."""
+    logits = batch["x"] @ params["w"]
+    per_head = jnp.log(jnp.mean(jnp.exp(logits), axis=0))
+    return jnp.sum(per_head), {"terms": {"lse": per_head}, "stages": [("logits", logits)]}
+
+
+def _params():
+    return {"w": jnp.array([[1.0, 0.0], [0.0, 1.0], [0.0, 0.0]], jnp.float32)}
+
+
+def _write(tmp_path, batch, rows=(40, 41, 42, 43)):
+    params = _params()
+    replay = pm.replay_step(naive_logsumexp_loss, params, batch)
+    return pm.write_bundle(
+        tmp_path,
+        step=12,
+        loss=replay.loss,
+        grad_norm=replay.grad_norm,
+        learning_rate=3e-3,
+        message=format_message(12, replay.loss, replay.grad_norm),
+        batch=batch,
+        row_indices=np.array(rows),
+        params=params,
+        opt_state=(jnp.zeros(()), {"mu": params}),
+        replay=replay,
+        config={"heads": HEADS, "seed": 0},
+        heads=HEADS,
+    ), replay
+
+
+def _history(tmp_path, norms):
+    with open(tmp_path / "metrics.jsonl", "w") as out:
+        for step, norm in enumerate(norms):
+            out.write(json.dumps({"step": step + 2, "loss": 1.0, "grad_norm": norm, "lr": 3e-3}))
+            out.write("\n")
+        out.write(json.dumps({"event": "eval", "step": 5, "pr_auc": {"A": 0.5}}) + "\n")
+        out.write('{"step": 99, "lo')  # torn last line of a killed process
+
+
+def test_overflow_that_float64_survives_is_called_a_precision_problem(tmp_path):
+    batch = {"x": np.array([[0.0, 100.0, 0.0]] + [[0.1, 0.2, 0.3]] * 3, np.float32)}
+    path, replay = _write(tmp_path, batch)
+    assert replay.loss == float("inf")
+    assert replay.nonfinite_stages == []  # logits are finite; the exp overflows later
+    _history(tmp_path, [0.5, 0.6, 0.7])
+    bundle = pm.read_bundle(path)
+    assert bundle.halt["loss_terms"]["lse"]["B"] == float("inf")
+    assert bundle.halt["loss_terms"]["lse"]["A"] < 1.0
+    params = {"w": jnp.asarray(bundle.params["w"])}
+    float64 = pm.replay_step(naive_logsumexp_loss, params, bundle.batch, float64=True)
+    assert float64.dtype == "float64" and float64.finite
+    text = pm.diagnose(bundle, float64)
+    assert "inputs: every value of the batch is finite" in text
+    assert "first non-finite loss term: 'lse' for heads B" in text
+    assert "this is a precision problem" in text
+    assert "the 10 logged steps" not in text and "the 3 logged steps before the halt" in text
+
+
+def test_nonfinite_inputs_are_listed_by_row_and_column(tmp_path):
+    x = np.full((4, 3), 0.1, np.float32)
+    x[2, 1] = np.nan
+    x[3, 0] = -np.inf
+    path, replay = _write(tmp_path, {"x": x})
+    assert replay.nonfinite_stages == ["logits"]
+    assert sorted(replay.nonfinite_grad_leaves) == ["w"]
+    bundle = pm.read_bundle(path)
+    np.testing.assert_array_equal(bundle.row_indices, [40, 41, 42, 43])
+    float64 = pm.replay_step(naive_logsumexp_loss, _params(), bundle.batch, float64=True)
+    text = pm.diagnose(bundle, float64)
+    assert "inputs: 2 of 4 batch rows hold NaN/Inf" in text
+    assert "field 'x': batch row 2 (data row 42), columns 1" in text
+    assert "field 'x': batch row 3 (data row 43), columns 0" in text
+    assert "first non-finite stage of the forward pass: logits" in text
+    assert "non-finite gradients in 1 of 1 parameter leaves" in text
+    assert "not a precision problem; the cause is the inputs themselves" in text
+    assert "no logged steps before the halt" in text
+
+
+def test_steep_gradient_growth_is_called_divergence(tmp_path):
+    batch = {"x": np.array([[0.0, 100.0, 0.0]] + [[0.1, 0.2, 0.3]] * 3, np.float32)}
+    path, _ = _write(tmp_path, batch)
+    _history(tmp_path, [1.0, 3.0, 40.0, 900.0])
+    text = pm.diagnose(pm.read_bundle(path), None)
+    assert "the gradient norm grew steeply before the halt" in text
+    assert "float64 re-run: not run" in text
+
+
+def test_bundles_are_numbered_and_found_from_the_run_dir(tmp_path):
+    batch = {"x": np.ones((4, 3), np.float32)}
+    first, _ = _write(tmp_path, batch)
+    second, _ = _write(tmp_path, batch)
+    assert first.name == "halt-01-step-00000012" and second.name == "halt-02-step-00000012"
+    assert pm.find_bundles(tmp_path) == [first, second]
+    assert pm.find_bundles(first) == [first]
+    assert not list((tmp_path / "postmortem").glob(".tmp-*"))
+
+
+def test_reading_a_directory_that_is_no_bundle_names_the_file(tmp_path):
+    with pytest.raises(ValueError, match=r"halt\.json: not a post-mortem bundle"):
+        pm.read_bundle(tmp_path)
