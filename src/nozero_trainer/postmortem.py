@@ -128,6 +128,56 @@ def _replay(loss_with_aux: LossWithAux, params: Any, batch: Mapping[str, Any]) -
     )
 
 
+def trainer_loss_with_aux(
+    config: Any, head_weights: np.ndarray, head_mask: np.ndarray
+) -> LossWithAux:
+    """The trainer's own model and loss as a replayable function, with per-head terms.
+
+    ``stages`` are each layer's output (``apply_model`` on the first layers only, so the
+    model is not written a second time). Per-head BCE, reverse-CE and focal weight come
+    from the loss's own stats with the head mask narrowed to one head at a time.
+    """
+    from nozero_trainer.loss import multilabel_focal_loss
+    from nozero_trainer.model import apply_model
+
+    def loss(params: Any, batch: Mapping[str, Any]) -> tuple[Any, dict[str, Any]]:
+        x, y = batch["cls"], batch["labels"]
+        dtype = x.dtype
+        settings = dict(
+            focal_gamma=config.focal_gamma,
+            focal_alpha=config.focal_alpha,
+            label_smoothing=config.label_smoothing,
+            reverse_ce_weight=config.reverse_ce_weight,
+        )
+        weights = jnp.asarray(head_weights, dtype)
+        stages = [
+            (f"layer {i} output", apply_model(params[: i + 1], x)) for i in range(len(params))
+        ]
+        stages[-1] = ("logits", stages[-1][1])
+        logits = stages[-1][1]
+        total, stats = multilabel_focal_loss(
+            logits, y, head_weights=weights, head_mask=jnp.asarray(head_mask, dtype), **settings
+        )
+        one_head = [
+            multilabel_focal_loss(
+                logits,
+                y,
+                head_weights=weights,
+                head_mask=jnp.eye(len(head_mask), dtype=dtype)[h],
+                **settings,
+            )[1]
+            for h in range(len(head_mask))
+        ]
+        terms = {
+            name: jnp.stack([s[name] for s in one_head])
+            for name in ("bce", "rce", "focal_mean_weight")
+        }
+        terms["weighted per-head loss"] = stats["per_head"]
+        return total, {"terms": terms, "stages": stages}
+
+    return loss
+
+
 # --- writing and reading bundles ------------------------------------------------------------
 
 

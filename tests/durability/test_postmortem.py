@@ -115,3 +115,41 @@ def test_bundles_are_numbered_and_found_from_the_run_dir(tmp_path):
 def test_reading_a_directory_that_is_no_bundle_names_the_file(tmp_path):
     with pytest.raises(ValueError, match=r"halt\.json: not a post-mortem bundle"):
         pm.read_bundle(tmp_path)
+
+
+def _trainer_replay(scale, poison=None, float64=False):
+    import jax
+
+    from nozero_trainer.config import TrainConfig
+    from nozero_trainer.model import init_params
+
+    config = TrainConfig(hidden_dims=(4,), heads=("A", "B", "C"), focal_gamma=0.5)
+    params = init_params(jax.random.PRNGKey(0), 6, config.hidden_dims, 3)
+    params = jax.tree_util.tree_map(lambda p: p * scale, params)
+    rng = np.random.default_rng(0)
+    batch = {
+        "cls": rng.normal(size=(5, 6)).astype(np.float32),
+        "labels": (rng.random((5, 3)) < 0.5).astype(np.float32),
+    }
+    if poison is not None:
+        batch["cls"][poison] = np.nan
+    loss = pm.trainer_loss_with_aux(config, np.ones(3, np.float32), np.ones(3, np.float32))
+    return pm.replay_step(loss, params, batch, float64=float64)
+
+
+def test_trainer_replay_finds_the_first_bad_layer_and_per_head_terms():
+    clean = _trainer_replay(1.0)
+    assert clean.finite and clean.nonfinite_stages == [] and clean.nonfinite_grad_leaves == []
+    assert set(clean.terms) == {"bce", "rce", "focal_mean_weight", "weighted per-head loss"}
+    assert all(len(v) == 3 for v in clean.terms.values())
+    poisoned = _trainer_replay(1.0, poison=(2, 3))
+    assert poisoned.nonfinite_stages == ["layer 0 output", "logits"]
+    assert not poisoned.finite
+    assert sorted(poisoned.nonfinite_grad_leaves) == ["0/b", "0/w", "1/b", "1/w"]
+
+
+def test_trainer_replay_in_float64_survives_a_float32_overflow():
+    huge = _trainer_replay(1e25)  # activations reach ~1e50: past float32's ~3.4e38
+    assert not huge.finite and "layer 0 output" not in huge.nonfinite_stages
+    wide = _trainer_replay(1e25, float64=True)
+    assert wide.dtype == "float64" and wide.finite
