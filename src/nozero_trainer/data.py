@@ -1,0 +1,241 @@
+"""Load parquet shards of cached embeddings into dense, training-ready numpy arrays.
+
+Everything is vectorised with pyarrow compute and numpy: no Python work per row. The
+embeddings of all shards are copied once, straight into one preallocated float32
+array, so peak memory stays near the size of what is returned.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from nozero_trainer.heads import DEFAULT_HEADS, empty_label_index
+
+log = logging.getLogger("nozero_trainer.data")
+
+COLUMNS = ("user_id", "cls", "labels", "label_source", "label_strength")
+STRONG = "strong"
+
+
+@dataclasses.dataclass
+class LoadStats:
+    """What loading a split kept and dropped, so nothing is dropped silently."""
+
+    shards: list[tuple[str, int]]  # (file name, size in bytes)
+    rows_read: int = 0
+    non_strong_dropped: int = 0
+    non_finite_dropped: int = 0
+    unknown_labels: dict[str, int] = dataclasses.field(default_factory=dict)
+
+    @property
+    def rows_kept(self) -> int:
+        return self.rows_read - self.non_strong_dropped - self.non_finite_dropped
+
+
+@dataclasses.dataclass
+class Split:
+    """One split as arrays: row ``i`` of every field describes the same example."""
+
+    user_id: np.ndarray  # int64 [n]
+    cls: np.ndarray  # float32 [n, d]
+    labels: np.ndarray  # float32 multi-hot [n, H]
+    label_lists: pa.Array  # the original list<string> labels
+    label_source: pa.Array
+    label_strength: pa.Array
+    heads: tuple[str, ...]
+    stats: LoadStats
+
+    def __len__(self) -> int:
+        return int(self.user_id.shape[0])
+
+
+def _is_list_of(dtype: pa.DataType, value_check) -> bool:
+    list_kinds = (pa.types.is_list, pa.types.is_large_list, pa.types.is_fixed_size_list)
+    return any(kind(dtype) for kind in list_kinds) and value_check(dtype.value_type)
+
+
+def _is_string(dtype: pa.DataType) -> bool:
+    return pa.types.is_string(dtype) or pa.types.is_large_string(dtype)
+
+
+_EXPECTED = {
+    "user_id": ("int64", pa.types.is_int64),
+    "cls": ("list<float32>", lambda t: _is_list_of(t, pa.types.is_float32)),
+    "labels": ("list<string>", lambda t: _is_list_of(t, _is_string)),
+    "label_source": ("string", _is_string),
+    "label_strength": ("string", _is_string),
+}
+
+
+def _check_schema(path: Path, schema: pa.Schema) -> None:
+    for column, (expected, accepts) in _EXPECTED.items():
+        index = schema.get_field_index(column)
+        if index < 0:
+            raise ValueError(f"{path}: missing column {column!r}")
+        dtype = schema.field(index).type
+        if not accepts(dtype):
+            raise ValueError(f"{path}: column {column!r} has type {dtype}, expected {expected}")
+
+
+def _cls_width(path: Path, cls: pa.Array) -> int:
+    """The common width of the ``cls`` lists; ragged or null rows are an error."""
+    if cls.null_count:
+        row = int(pc.index(pc.is_null(cls), True).as_py())
+        raise ValueError(f"{path}: column 'cls' is null at row {row}")
+    lengths = pc.list_value_length(cls)
+    if len(lengths) == 0:
+        return -1
+    low, high = pc.min_max(lengths).values()
+    if low.as_py() != high.as_py():
+        first = lengths[0].as_py()
+        row = int(pc.index(pc.not_equal(lengths, first), True).as_py())
+        raise ValueError(
+            f"{path}: column 'cls' is ragged: row {row} has width {lengths[row].as_py()}, "
+            f"row 0 has width {first}"
+        )
+    if low.as_py() == 0:
+        raise ValueError(f"{path}: column 'cls' holds empty embeddings")
+    return int(low.as_py())
+
+
+def _multi_hot(labels: pa.Array, heads: tuple[str, ...], unknown: dict[str, int]) -> np.ndarray:
+    """Multi-hot ``[n, H]`` float32; empty lists map to the empty-label head."""
+    out = np.zeros((len(labels), len(heads)), dtype=np.float32)
+    if len(labels) == 0:
+        return out
+    if labels.null_count:
+        row = int(pc.index(pc.is_null(labels), True).as_py())
+        raise ValueError(f"column 'labels' is null at row {row}")
+    values = pc.list_flatten(labels)
+    rows = pc.list_parent_indices(labels).to_numpy()
+    head_index = pc.index_in(values, value_set=pa.array(heads, type=values.type))
+    known = pc.is_valid(head_index).to_numpy(zero_copy_only=False)
+    out[rows[known], head_index.drop_null().to_numpy()] = 1.0
+    if not known.all():
+        counts = pc.value_counts(pc.filter(values, pc.invert(pc.is_valid(head_index))))
+        for entry in counts.to_pylist():  # one entry per distinct unknown label, not per row
+            unknown[entry["values"]] = unknown.get(entry["values"], 0) + entry["counts"]
+    empty_head = empty_label_index(heads)
+    if empty_head is not None:
+        empty = (pc.list_value_length(labels).to_numpy(zero_copy_only=False) == 0)
+        out[empty, empty_head] = 1.0
+    return out
+
+
+def _shard_paths(split_dir: Path) -> list[Path]:
+    if not split_dir.is_dir():
+        raise ValueError(f"{split_dir}: split directory does not exist")
+    paths = sorted(split_dir.glob("*.parquet"))
+    if not paths:
+        raise ValueError(f"{split_dir}: no *.parquet shards")
+    return paths
+
+
+def load_split(split_dir: str | Path, heads: tuple[str, ...] = DEFAULT_HEADS) -> Split:
+    """Read every shard of one split; keep strong-label rows with finite embeddings."""
+    split_dir = Path(split_dir)
+    paths = _shard_paths(split_dir)
+    schemas = []
+    for path in paths:
+        try:
+            schemas.append(pq.read_schema(path))
+        except (pa.ArrowInvalid, OSError) as err:
+            raise ValueError(f"{path}: not a readable parquet file ({err})") from err
+        _check_schema(path, schemas[-1])
+    capacity = sum(pq.ParquetFile(p).metadata.num_rows for p in paths)
+    stats = LoadStats(shards=[(p.name, p.stat().st_size) for p in paths])
+
+    cls_out: np.ndarray | None = None
+    kept = 0
+    user_ids, label_arrays, sources, strengths, multi_hots = [], [], [], [], []
+    for path in paths:
+        table = pq.read_table(path, columns=list(COLUMNS))
+        stats.rows_read += table.num_rows
+        strong = pc.fill_null(pc.equal(table["label_strength"], STRONG), False)
+        strong_np = strong.to_numpy(zero_copy_only=False)
+        stats.non_strong_dropped += int((~strong_np).sum())
+        cls = table["cls"].combine_chunks()
+        width = _cls_width(path, cls)
+        if width < 0:
+            continue
+        if cls_out is None:
+            cls_out = np.empty((capacity, width), dtype=np.float32)
+        elif width != cls_out.shape[1]:
+            raise ValueError(
+                f"{path}: column 'cls' has width {width}, earlier shards have {cls_out.shape[1]}"
+            )
+        # Zero-copy view of this shard's embeddings as one [rows, width] matrix.
+        values = pc.list_flatten(cls)
+        if values.null_count:  # a null inside an embedding is a missing value: drop the row
+            values = pc.fill_null(values, np.float32("nan"))
+        matrix = values.to_numpy().reshape(-1, width)
+        finite = np.isfinite(matrix).all(axis=1)
+        stats.non_finite_dropped += int((strong_np & ~finite).sum())
+        keep = strong_np & finite
+        n_keep = int(keep.sum())
+        np.compress(keep, matrix, axis=0, out=cls_out[kept : kept + n_keep])
+        kept += n_keep
+        keep_arrow = pa.array(keep)
+        user_ids.append(pc.filter(table["user_id"], keep_arrow).to_numpy())
+        labels = pc.filter(table["labels"], keep_arrow).combine_chunks()
+        try:
+            multi_hots.append(_multi_hot(labels, heads, stats.unknown_labels))
+        except ValueError as err:
+            raise ValueError(f"{path}: {err}") from err
+        label_arrays.append(labels)
+        sources.append(pc.filter(table["label_source"], keep_arrow).combine_chunks())
+        strengths.append(pc.filter(table["label_strength"], keep_arrow).combine_chunks())
+        del table, cls, matrix
+
+    if cls_out is None:
+        raise ValueError(f"{split_dir}: the shards hold no rows")
+    # Shrink in place to the rows kept; realloc avoids a second full-size copy.
+    cls_out.resize((kept, cls_out.shape[1]), refcheck=False)
+    if stats.non_finite_dropped:
+        log.warning(
+            "%s: dropped %d rows with non-finite cls values", split_dir, stats.non_finite_dropped
+        )
+    if stats.unknown_labels:
+        log.warning("%s: unknown label strings (not in the head registry): %s",
+                    split_dir, stats.unknown_labels)
+    return Split(
+        user_id=np.concatenate(user_ids).astype(np.int64, copy=False),
+        cls=cls_out,
+        labels=np.concatenate(multi_hots),
+        label_lists=pa.concat_arrays(label_arrays),
+        label_source=pa.concat_arrays(sources),
+        label_strength=pa.concat_arrays(strengths),
+        heads=tuple(heads),
+        stats=stats,
+    )
+
+
+def load_dataset(
+    data_dir: str | Path, heads: tuple[str, ...] = DEFAULT_HEADS
+) -> tuple[Split, Split]:
+    """Load ``train/`` and ``holdout/``; refuse users that appear in both."""
+    data_dir = Path(data_dir)
+    if not data_dir.is_dir():
+        raise ValueError(f"{data_dir}: data directory does not exist")
+    train = load_split(data_dir / "train", heads)
+    holdout = load_split(data_dir / "holdout", heads)
+    overlap = np.intersect1d(train.user_id, holdout.user_id)
+    if overlap.size:
+        shown = ", ".join(str(u) for u in overlap[:5])
+        raise ValueError(
+            f"{data_dir}: {overlap.size} user_id(s) appear in both train and holdout "
+            f"(e.g. {shown}); a holdout must hold unseen users"
+        )
+    if train.cls.shape[1] != holdout.cls.shape[1]:
+        raise ValueError(
+            f"{data_dir}: train cls width {train.cls.shape[1]} != holdout width "
+            f"{holdout.cls.shape[1]}"
+        )
+    return train, holdout

@@ -1,0 +1,381 @@
+"""The guarded training engine: many steps per dispatch, one host check per sync.
+
+Every step's loss and global gradient norm are checked on the device. The first
+non-finite step is written into a small device-side record carried through the steps;
+from then on no update reaches the parameters. The host reads the record only at sync
+points (every ``sync_every`` steps and at the end) and raises the documented
+``NonFiniteError`` with the exact step. ``on_sync`` therefore only ever sees states
+whose every step was confirmed finite.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from nozero import NonFiniteError
+from nozero_trainer.config import TrainConfig
+from nozero_trainer.loss import head_weighting, multilabel_focal_loss
+from nozero_trainer.model import Params, apply_model, init_params
+from nozero_trainer.optim import make_optimizer, make_schedule
+
+# Per-step values the engine reports (scalars only, so chunks stay cheap to fetch).
+STEP_FIELDS = ("loss", "grad_norm", "focal_mean_weight", "bce", "rce")
+
+_traces = 0
+
+
+def compile_count() -> int:
+    """How many times a training function was traced (= compiled) in this process."""
+    return _traces
+
+
+def _count_trace() -> None:
+    # Runs only while JAX traces, never on a cached call: counts compilations.
+    global _traces
+    _traces += 1
+
+
+class GuardRecord(NamedTuple):
+    """Device-side record of the first non-finite step (``bad`` stays set once set)."""
+
+    bad: jax.Array
+    step: jax.Array
+    loss: jax.Array
+    grad_norm: jax.Array
+
+    @staticmethod
+    def clean() -> GuardRecord:
+        return GuardRecord(
+            jnp.array(False), jnp.array(-1, jnp.int32), jnp.array(0.0, jnp.float32),
+            jnp.array(0.0, jnp.float32),
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainState:
+    """Where a run stands: ``step`` optimizer steps done, and their result."""
+
+    step: int
+    params: Params
+    opt_state: Any
+
+
+@dataclasses.dataclass
+class HaltContext:
+    """Everything needed to investigate a halt, taken from before the bad step."""
+
+    step: int
+    loss: float
+    grad_norm: float
+    params: Params  # the parameters the bad step started from
+    opt_state: Any
+    batch: dict[str, np.ndarray]  # the offending batch
+    row_indices: np.ndarray | None  # its rows in the training arrays, when known
+    learning_rate: float
+    config: TrainConfig
+
+
+@dataclasses.dataclass
+class TrainResult:
+    """The final state and the per-step record of the run (or of this call, on resume)."""
+
+    state: TrainState
+    start_step: int
+    steps: dict[str, np.ndarray]  # STEP_FIELDS -> float32 [steps run]
+
+    @property
+    def history(self) -> list[tuple[float, float]]:
+        """Per-step ``(loss, grad_norm)`` as Python floats."""
+        return list(zip(self.steps["loss"].tolist(), self.steps["grad_norm"].tolist(),
+                        strict=True))
+
+
+def init_state(config: TrainConfig, in_dim: int, n_heads: int) -> TrainState:
+    """Step 0: seeded parameters and a fresh optimizer state."""
+    params = init_params(jax.random.PRNGKey(config.seed), in_dim, config.hidden_dims, n_heads)
+    return TrainState(0, params, make_optimizer(config).init(params))
+
+
+def _select(keep_old: jax.Array, old: Any, new: Any) -> Any:
+    return jax.tree_util.tree_map(lambda o, n: jnp.where(keep_old, o, n), old, new)
+
+
+class _Compiled(NamedTuple):
+    single: Callable[..., Any]  # one step per call
+    chunk: Callable[..., Any]  # a scan of steps over rows gathered from on-device data
+
+
+@functools.lru_cache(maxsize=16)
+def _compiled(key: TrainConfig, guard: bool) -> _Compiled:
+    """Jitted step functions for one compile key; cached so every run reuses them."""
+    optimizer = make_optimizer(key)
+
+    def loss_fn(params, x, y, weights, mask):
+        return multilabel_focal_loss(
+            apply_model(params, x), y, head_weights=weights, head_mask=mask,
+            focal_gamma=key.focal_gamma, focal_alpha=key.focal_alpha,
+            label_smoothing=key.label_smoothing, reverse_ce_weight=key.reverse_ce_weight,
+        )
+
+    def step(carry, x, y, step_index, weights, mask):
+        params, opt_state, record = carry
+        (loss, stats), grads = jax.value_and_grad(loss_fn, has_aux=True)(
+            params, x, y, weights, mask
+        )
+        grad_norm = optax.global_norm(grads)
+        updates, new_opt_state = optimizer.update(grads, opt_state, params)
+        new_params = optax.apply_updates(params, updates)
+        if guard:
+            finite = jnp.isfinite(loss) & jnp.isfinite(grad_norm)
+            first_bad = ~record.bad & ~finite
+            # Record the first failure for the host to raise; from then on keep the
+            # parameters from before it so a checkpoint or post-mortem sees them.
+            record = GuardRecord(
+                bad=record.bad | ~finite,
+                step=jnp.where(first_bad, step_index, record.step),
+                loss=jnp.where(first_bad, loss, record.loss),
+                grad_norm=jnp.where(first_bad, grad_norm, record.grad_norm),
+            )
+            new_params = _select(record.bad, params, new_params)
+            new_opt_state = _select(record.bad, opt_state, new_opt_state)
+        out = {"loss": loss, "grad_norm": grad_norm,
+               **{k: stats[k] for k in STEP_FIELDS[2:]}}
+        return (new_params, new_opt_state, record), out
+
+    def single(carry, x, y, step_index, weights, mask):
+        _count_trace()
+        return step(carry, x, y, step_index, weights, mask)
+
+    def chunk(carry, data_x, data_y, indices, step_indices, weights, mask):
+        _count_trace()
+
+        def body(inner, inputs):
+            rows, step_index = inputs
+            x = jnp.take(data_x, rows, axis=0)
+            y = jnp.take(data_y, rows, axis=0)
+            return step(inner, x, y, step_index, weights, mask)
+
+        return jax.lax.scan(body, carry, (indices, step_indices))
+
+    return _Compiled(jax.jit(single), jax.jit(chunk))
+
+
+@functools.lru_cache(maxsize=4)
+def _epoch_permutation(seed: int, epoch: int, n_rows: int) -> np.ndarray:
+    return np.random.default_rng([seed, epoch]).permutation(n_rows).astype(np.int32)
+
+
+def batch_rows(config: TrainConfig, step: int, n_rows: int) -> np.ndarray:
+    """Row indices of the batch at ``step``: a pure function of (seed, step).
+
+    Each epoch is a fresh permutation seeded by (seed, epoch); the last partial batch
+    of an epoch is skipped. Resuming at any step therefore sees the same batches.
+    """
+    per_epoch = n_rows // config.batch_size
+    epoch, position = divmod(step, per_epoch)
+    start = position * config.batch_size
+    return _epoch_permutation(config.seed, epoch, n_rows)[start : start + config.batch_size]
+
+
+def _segments(start: int, end: int, chunk: int, sync_every: int) -> Iterator[tuple[int, int]]:
+    """``(first step, length)`` pieces cut at multiples of ``chunk`` and ``sync_every``.
+
+    Cuts sit at absolute step numbers, so a resumed run dispatches the same pieces.
+    """
+    step = start
+    while step < end:
+        stop = min(end, (step // chunk + 1) * chunk, (step // sync_every + 1) * sync_every)
+        yield step, stop - step
+        step = stop
+
+
+def _is_sync(step: int, end: int, sync_every: int) -> bool:
+    return step == end or step % sync_every == 0
+
+
+def _fetch(outputs: list[dict[str, jax.Array]]) -> dict[str, np.ndarray]:
+    host = jax.device_get(outputs)
+    return {k: np.concatenate([np.atleast_1d(o[k]) for o in host]).astype(np.float32)
+            for k in STEP_FIELDS}
+
+
+def _halt(record: GuardRecord, context: Callable[[int], HaltContext]) -> None:
+    """Raise the documented error if the record holds a non-finite step."""
+    bad, step, loss, grad_norm = jax.device_get(record)
+    if bad:
+        err = NonFiniteError(int(step), float(loss), float(grad_norm))
+        err.context = context(int(step))
+        raise err
+
+
+def _head_setup(config: TrainConfig, n_heads: int, weights: Any, mask: Any):
+    weights = np.ones(n_heads, np.float32) if weights is None else weights
+    mask = np.ones(n_heads, np.float32) if mask is None else mask
+    return jnp.asarray(weights, jnp.float32), jnp.asarray(mask, jnp.float32)
+
+
+class _Sync:
+    """Host-side bookkeeping shared by both entry points: outputs, hooks, halts."""
+
+    def __init__(self, config: TrainConfig, start: int, on_sync, on_history) -> None:
+        self.config = config
+        self.start = start
+        self.pending: list[dict[str, jax.Array]] = []
+        self.done: list[dict[str, np.ndarray]] = []
+        self.on_sync = on_sync
+        self.on_history = on_history
+        self.synced = start
+
+    def sync(self, carry, step: int, context: Callable[[int], HaltContext]) -> TrainState:
+        params, opt_state, record = carry
+        fetched = _fetch(self.pending) if self.pending else None
+        self.pending = []
+        try:
+            _halt(record, context)
+        except NonFiniteError as err:
+            if fetched is not None:  # keep the history up to and including the bad step
+                keep = err.step - self.synced + 1
+                self.done.append({k: v[:keep] for k, v in fetched.items()})
+            raise
+        if fetched is not None:
+            self.done.append(fetched)
+            if self.on_history is not None:
+                self.on_history(self.synced, fetched)
+        self.synced = step
+        state = TrainState(step, params, opt_state)
+        if self.on_sync is not None:
+            self.on_sync(state)
+        return state
+
+    def steps(self) -> dict[str, np.ndarray]:
+        if not self.done:
+            return {k: np.zeros(0, np.float32) for k in STEP_FIELDS}
+        return {k: np.concatenate([d[k] for d in self.done]) for k in STEP_FIELDS}
+
+
+def train_arrays(
+    config: TrainConfig,
+    cls: np.ndarray,
+    labels: np.ndarray,
+    *,
+    head_weights: np.ndarray | None = None,
+    head_mask: np.ndarray | None = None,
+    state: TrainState | None = None,
+    on_sync: Callable[[TrainState], None] | None = None,
+    on_history: Callable[[int, dict[str, np.ndarray]], None] | None = None,
+    guard: bool = True,
+) -> TrainResult:
+    """Train on in-memory arrays (the fast path) from ``state`` (default: step 0).
+
+    The data goes to the device once; each dispatch runs ``chunk_steps`` steps in a
+    ``lax.scan`` that gathers its batches on the device from host-computed row indices.
+    ``on_history(first_step, values)`` receives the per-step values at each sync.
+    """
+    n_rows, in_dim = cls.shape
+    n_heads = labels.shape[1]
+    state = init_state(config, in_dim, n_heads) if state is None else state
+    compiled = _compiled(config.compile_key(), guard)
+    weights, mask = _head_setup(config, n_heads, head_weights, head_mask)
+    data_x, data_y = jax.device_put(cls), jax.device_put(labels)
+    carry = (state.params, state.opt_state, GuardRecord.clean())
+    tracker = _Sync(config, state.step, on_sync, on_history)
+    schedule = make_schedule(config)
+
+    def context(step: int) -> HaltContext:
+        rows = batch_rows(config, step, n_rows)
+        return HaltContext(
+            step=step, loss=float(carry[2].loss), grad_norm=float(carry[2].grad_norm),
+            params=carry[0], opt_state=carry[1],
+            batch={"cls": np.asarray(cls[rows]), "labels": np.asarray(labels[rows])},
+            row_indices=rows, learning_rate=float(schedule(step)), config=config,
+        )
+
+    for first, length in _segments(state.step, config.steps, config.chunk_steps,
+                                   config.sync_every):
+        steps = np.arange(first, first + length)
+        indices = np.stack([batch_rows(config, int(s), n_rows) for s in steps])
+        carry, outputs = compiled.chunk(
+            carry, data_x, data_y, indices, steps.astype(np.int32), weights, mask
+        )
+        tracker.pending.append(outputs)
+        end = first + length
+        if _is_sync(end, config.steps, config.sync_every):
+            state = tracker.sync(carry, end, context)
+    return TrainResult(state, tracker.start, tracker.steps())
+
+
+def _check_batch(step: int, batch: Mapping[str, Any], in_dim: int, n_heads: int):
+    try:
+        x = np.asarray(batch["cls"], dtype=np.float32)
+        y = np.asarray(batch["labels"], dtype=np.float32)
+    except KeyError as err:
+        raise ValueError(f"batch at step {step} lacks field {err.args[0]!r}") from err
+    if x.ndim != 2 or x.shape[1] != in_dim:
+        raise ValueError(f"batch at step {step}: 'cls' has shape {x.shape}, expected [B, {in_dim}]")
+    if y.shape != (x.shape[0], n_heads):
+        raise ValueError(
+            f"batch at step {step}: 'labels' has shape {y.shape}, expected [{x.shape[0]}, "
+            f"{n_heads}]"
+        )
+    return x, y
+
+
+def train_on_batches(
+    config: TrainConfig,
+    batches: Iterable[Mapping[str, Any]],
+    *,
+    in_dim: int,
+    n_heads: int,
+    class_counts: np.ndarray | None = None,
+    n_rows: int | None = None,
+    state: TrainState | None = None,
+    on_sync: Callable[[TrainState], None] | None = None,
+    on_history: Callable[[int, dict[str, np.ndarray]], None] | None = None,
+    guard: bool = True,
+) -> TrainResult:
+    """One optimizer step per batch ``{"cls": [B, D], "labels": [B, H]}``, in order.
+
+    Starts from a fresh initialisation (or ``state``). ``class_counts`` (positives per
+    head over ``n_rows`` rows) turns on class-balanced weights when the config asks for
+    them; without counts every head weighs 1. Each step is its own dispatch, but the
+    guard is still only read at sync points.
+    """
+    state = init_state(config, in_dim, n_heads) if state is None else state
+    compiled = _compiled(config.compile_key(), guard)
+    weights, mask = head_weighting(config.class_weighting, class_counts, n_rows, n_heads,
+                                   config.mask_zero_positive_heads)
+    weights, mask = _head_setup(config, n_heads, weights, mask)
+    carry = (state.params, state.opt_state, GuardRecord.clean())
+    tracker = _Sync(config, state.step, on_sync, on_history)
+    schedule = make_schedule(config)
+    window: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+
+    def context(step: int) -> HaltContext:
+        x, y = window[step]
+        return HaltContext(
+            step=step, loss=float(carry[2].loss), grad_norm=float(carry[2].grad_norm),
+            params=carry[0], opt_state=carry[1], batch={"cls": x, "labels": y},
+            row_indices=None, learning_rate=float(schedule(step)), config=config,
+        )
+
+    step = state.step
+    for batch in batches:
+        x, y = _check_batch(step, batch, in_dim, n_heads)
+        window[step] = (x, y)
+        carry, out = compiled.single(carry, x, y, np.int32(step), weights, mask)
+        tracker.pending.append(out)
+        step += 1
+        if step % config.sync_every == 0:
+            state = tracker.sync(carry, step, context)
+            window.clear()
+    if step != tracker.synced:
+        state = tracker.sync(carry, step, context)
+    return TrainResult(state, tracker.start, tracker.steps())
