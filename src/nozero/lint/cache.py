@@ -1,0 +1,116 @@
+"""The on-disk result cache: findings by content hash, for one tool build and configuration.
+
+One JSON file per configuration key holds two maps:
+
+* ``files``: absolute path -> [size, mtime_ns, content hash], so a warm run that finds a
+  file's size and mtime unchanged skips reading and hashing it;
+* ``results``: content hash -> the findings (without their path, which is re-attached),
+  so a touched-but-unchanged file, a copy or a rename costs one hash and no lint.
+
+A stat fingerprint is only trusted for files whose mtime was at least a couple of seconds
+old when they were read (git's "racily clean" rule): a file rewritten within the same
+timestamp tick is re-hashed, never served stale findings.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+import time
+from collections.abc import Collection
+from pathlib import Path
+
+from nozero import __version__
+
+FORMAT_VERSION = 1
+RACY_WINDOW_NS = 2_000_000_000
+Row = list  # [line, col, code, message, end_line]
+
+
+def content_hash(data: bytes) -> str:
+    return hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
+def config_key(enabled: Collection[str], require_reason: bool) -> str:
+    """Everything that changes findings for the same bytes: the tool's version and its
+    lint code (so an edited rule never serves old results), the enabled codes and
+    ``require_reason``. Per-file ignores are applied after the cache, by path."""
+    digest = hashlib.blake2b(digest_size=16)
+    digest.update(f"{FORMAT_VERSION}|{__version__}|{sorted(enabled)}|{require_reason}".encode())
+    lint_package = Path(__file__).parent
+    for source in sorted(lint_package.rglob("*.py")):
+        digest.update(source.relative_to(lint_package).as_posix().encode())
+        digest.update(source.read_bytes())
+    return digest.hexdigest()
+
+
+class Cache:
+    """Read once at start, written once (atomically) at the end of a run."""
+
+    def __init__(self, directory: Path, key: str) -> None:
+        self.directory = directory
+        self.file = directory / f"results-{key}.json"
+        self.started_ns = time.time_ns()
+        self.dirty = False
+        try:
+            data = json.loads(self.file.read_text(encoding="utf-8"))
+            self.files: dict[str, list] = data["files"]
+            self.results: dict[str, list[Row]] = data["results"]
+        except (OSError, ValueError, KeyError, TypeError):
+            # A missing or damaged cache only costs time; it never stops a lint run.
+            self.files, self.results = {}, {}
+
+    def known_hash(self, path: str, stat: os.stat_result) -> str | None:
+        """The content hash recorded for ``path`` if its size and mtime are unchanged."""
+        entry = self.files.get(path)
+        if entry and entry[0] == stat.st_size and entry[1] == stat.st_mtime_ns:
+            return entry[2]
+        return None
+
+    def lookup(self, digest: str) -> list[Row] | None:
+        return self.results.get(digest)
+
+    def store(self, path: str | None, stat: os.stat_result | None, digest: str,
+              rows: list[Row] | None) -> None:
+        """Record ``path``'s fingerprint (if trustworthy) and, when given, its findings."""
+        if rows is not None:
+            self.results[digest] = rows
+            self.dirty = True
+        if path is None or stat is None:
+            return
+        trusted = self.started_ns - stat.st_mtime_ns >= RACY_WINDOW_NS
+        entry = [stat.st_size, stat.st_mtime_ns, digest] if trusted else [-1, -1, digest]
+        if self.files.get(path) != entry:
+            self.files[path] = entry
+            self.dirty = True
+
+    def save(self) -> None:
+        """Write atomically, dropping results no recorded file refers to any more."""
+        if not self.dirty:
+            return
+        referenced = {entry[2] for entry in self.files.values()}
+        results = {d: rows for d, rows in self.results.items() if d in referenced}
+        try:
+            self.directory.mkdir(parents=True, exist_ok=True)
+            _mark_cache_directory(self.directory)
+            handle, temp = tempfile.mkstemp(dir=self.directory, prefix=".tmp-", suffix=".json")
+            with os.fdopen(handle, "w", encoding="utf-8") as out:
+                json.dump({"files": self.files, "results": results}, out, separators=(",", ":"))
+            os.replace(temp, self.file)
+        except OSError:
+            pass  # a read-only checkout lints fine, only without a cache
+
+
+def _mark_cache_directory(directory: Path) -> None:
+    """Keep the cache out of git and out of backups, as other tools' caches do."""
+    ignore = directory / ".gitignore"
+    if not ignore.exists():
+        ignore.write_text("# Created by nozero.\n*\n", encoding="utf-8")
+    tag = directory / "CACHEDIR.TAG"
+    if not tag.exists():
+        tag.write_text(
+            "Signature: 8a477f597d28d172789f06886806bc55\n# nozero lint cache.\n",
+            encoding="utf-8",
+        )

@@ -1,0 +1,182 @@
+"""Lint many files: cache look-ups first, then the misses spread over processes."""
+
+from __future__ import annotations
+
+import io
+import os
+import tokenize
+import traceback
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from nozero.lint.cache import Cache, Row, content_hash
+from nozero.lint.config import Selection
+from nozero.lint.engine import Finding, lint_source
+
+# Below this many files to lint, starting worker processes costs more than it saves.
+MIN_FILES_FOR_POOL = 8
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A file that could not be linted: undecodable, unreadable, or an internal error."""
+
+    path: str
+    message: str
+    internal: bool = False
+
+
+@dataclass
+class Report:
+    findings: list[Finding] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
+    files: int = 0
+    from_cache: int = 0
+
+
+@dataclass(frozen=True)
+class Job:
+    """What every worker needs to lint a file the same way as the parent would."""
+
+    enabled: frozenset[str]
+    require_reason: bool
+
+
+@dataclass
+class _Pending:
+    shown: str
+    absolute: Path
+    stat: os.stat_result | None
+    data: bytes
+    digest: str
+
+
+def decode_source(data: bytes) -> str:
+    """Source text the way Python itself decodes a file: BOM, PEP 263 cookie, else UTF-8.
+
+    Raises ValueError with a readable reason when the bytes are not valid source text.
+    """
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+        return data.decode(encoding)
+    except SyntaxError as err:  # a bad coding cookie, or undecodable first lines
+        reason = err.msg
+        try:
+            data.decode("utf-8")
+        except UnicodeDecodeError as utf8_err:
+            reason = f"not UTF-8 and no valid coding declaration ({utf8_err})"
+        raise ValueError(f"cannot decode: {reason}") from err
+    except (UnicodeDecodeError, LookupError) as err:
+        raise ValueError(f"cannot decode: {err}") from err
+
+
+def lint_one(shown: str, data: bytes, job: Job) -> tuple[str, list[Row] | str]:
+    """("ok", rows), ("undecodable", reason) or ("internal", traceback) for one file.
+
+    Never raises: one bad file must not hide the findings of the others.
+    """
+    try:
+        source = decode_source(data)
+    except ValueError as err:
+        return "undecodable", str(err)
+    try:
+        findings = lint_source(
+            source, shown, select=job.enabled, require_reason=job.require_reason
+        )
+    except Exception:  # noqa: BLE001 - reported with the path, then the run goes on
+        return "internal", traceback.format_exc(limit=-3)
+    return "ok", [[f.line, f.col, f.code, f.message, f.end_line] for f in findings]
+
+
+def _lint_pending(item: tuple[str, bytes, Job]) -> tuple[str, list[Row] | str]:
+    return lint_one(*item)
+
+
+class Runner:
+    def __init__(
+        self,
+        selection: Selection,
+        require_reason: bool,
+        cache: Cache | None,
+        jobs: int,
+        progress: Callable[[int, int], None] | None = None,
+    ) -> None:
+        self.selection = selection
+        self.job = Job(selection.enabled, require_reason)
+        self.cache = cache
+        self.jobs = max(1, jobs)
+        self.progress = progress
+
+    def lint_files(self, paths: Sequence[Path]) -> Report:
+        report = Report(files=len(paths))
+        pending: list[_Pending] = []
+        for shown_path in paths:
+            shown, absolute = str(shown_path), shown_path.absolute()
+            try:
+                stat = absolute.stat()
+                digest = self.cache.known_hash(str(absolute), stat) if self.cache else None
+                rows = self.cache.lookup(digest) if self.cache and digest else None
+                if rows is not None:
+                    report.from_cache += 1
+                    self._add(report, shown, absolute, rows)
+                    continue
+                data = absolute.read_bytes()
+            except OSError as err:
+                report.problems.append(Problem(shown, f"cannot read: {err.strerror}"))
+                continue
+            pending.append(_Pending(shown, absolute, stat, data, content_hash(data)))
+        self._lint_pending(pending, report)
+        return self._finish(report)
+
+    def lint_stdin(self, data: bytes, shown: str) -> Report:
+        report = Report(files=1)
+        absolute = Path(shown).absolute()
+        self._lint_pending([_Pending(shown, absolute, None, data, content_hash(data))], report)
+        return self._finish(report)
+
+    def _lint_pending(self, pending: list[_Pending], report: Report) -> None:
+        misses: list[_Pending] = []
+        for item in pending:
+            rows = self.cache.lookup(item.digest) if self.cache else None
+            if rows is None:
+                misses.append(item)
+                continue
+            report.from_cache += 1
+            self.cache.store(str(item.absolute) if item.stat else None, item.stat, item.digest,
+                             None)
+            self._add(report, item.shown, item.absolute, rows)
+        work = [(item.shown, item.data, self.job) for item in misses]
+        if len(work) >= MIN_FILES_FOR_POOL and self.jobs > 1:
+            # Small chunks keep both workers busy to the end; big files are not rare.
+            chunksize = max(1, len(work) // (self.jobs * 16))
+            with ProcessPoolExecutor(max_workers=self.jobs) as pool:
+                outcomes = pool.map(_lint_pending, work, chunksize=chunksize)
+                self._collect(misses, outcomes, report)
+        else:
+            self._collect(misses, map(_lint_pending, work), report)
+
+    def _collect(self, misses: list[_Pending], outcomes, report: Report) -> None:
+        for done, (item, (status, payload)) in enumerate(zip(misses, outcomes, strict=True), 1):
+            if self.progress:
+                self.progress(done, len(misses))
+            if status == "ok":
+                if self.cache:
+                    path = str(item.absolute) if item.stat else None
+                    self.cache.store(path, item.stat, item.digest, payload)
+                self._add(report, item.shown, item.absolute, payload)
+            else:
+                report.problems.append(Problem(item.shown, payload, status == "internal"))
+
+    def _add(self, report: Report, shown: str, absolute: Path, rows: list[Row]) -> None:
+        enabled = self.selection.enabled
+        if self.selection.per_file:
+            enabled = enabled - self.selection.ignored_for(absolute)
+        report.findings.extend(Finding(shown, *row) for row in rows if row[2] in enabled)
+
+    def _finish(self, report: Report) -> Report:
+        if self.cache:
+            self.cache.save()
+        report.findings.sort()
+        return report
