@@ -17,6 +17,7 @@ from typing import Any
 from nozero_trainer.checkpoint import atomic_output
 from nozero_trainer.postmortem import read_metrics
 
+TRAIN_EVENTS = (None, "train")  # per-step records, with or without an event tag
 MARKERS = {"halt": ("tab:red", "-"), "restart": ("tab:orange", "--"), "resume": ("0.5", ":")}
 
 
@@ -54,7 +55,7 @@ def _series(records: Sequence[Mapping[str, Any]], key: str) -> list[tuple[float,
     return [
         (float(r["step"]), float(r[key]))
         for r in records
-        if r.get("event") is None and key in r and "step" in r
+        if r.get("event") in TRAIN_EVENTS and key in r and "step" in r
     ]
 
 

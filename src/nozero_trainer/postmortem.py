@@ -43,6 +43,8 @@ from nozero_trainer.checkpoint import (
 
 POSTMORTEM_DIR = "postmortem"
 ROW_INDICES = "row_indices"
+# Trained weights of this model stay far below this; past it the run has diverged.
+LARGE_PARAM = 1e6
 
 # A loss function the replay can run: (params, batch) -> (loss, aux). ``aux["terms"]`` maps
 # each loss term's name to its per-head values; ``aux["stages"]`` optionally lists the
@@ -197,8 +199,13 @@ def write_bundle(
     config: Mapping[str, Any],
     heads: Sequence[str],
     restart: int = 0,
+    extra: Mapping[str, Any] | None = None,
 ) -> Path:
-    """Write a post-mortem bundle into ``run_dir/postmortem`` (assembled aside, then renamed)."""
+    """Write a post-mortem bundle into ``run_dir/postmortem`` (assembled aside, then renamed).
+
+    ``extra`` goes into ``halt.json`` as it is: whatever the replay needs beyond the
+    configuration (the loss's per-head weights and mask, for instance).
+    """
     root = Path(run_dir) / POSTMORTEM_DIR
     root.mkdir(parents=True, exist_ok=True)
     number = len(list(root.glob("halt-*"))) + 1
@@ -227,6 +234,11 @@ def write_bundle(
         "nonfinite_grad_leaves": replay.nonfinite_grad_leaves,
         "grad_leaf_count": replay.grad_leaf_count,
         "replay": {"dtype": replay.dtype, "loss": replay.loss, "grad_norm": replay.grad_norm},
+        "largest_abs_param": max(
+            (float(np.max(np.abs(a))) for a in tree_to_arrays(params).values() if a.size),
+            default=0.0,
+        ),
+        **dict(extra or {}),
     }
     (tmp / "halt.json").write_text(config_to_json(halt), encoding="utf-8")
     final = root / name
@@ -321,7 +333,11 @@ def _term_heads(loss_terms: Mapping[str, Mapping[str, float]]) -> list[tuple[str
 
 def history_before(history: Sequence[Mapping[str, Any]], step: int, count: int = 10) -> list[dict]:
     """The last ``count`` logged training steps before ``step`` (evaluations left out)."""
-    steps = [r for r in history if "loss" in r and "step" in r and int(r["step"]) < step]
+    steps = [
+        r
+        for r in history
+        if r.get("event") in (None, "train") and "loss" in r and int(r.get("step", step)) < step
+    ]
     return [dict(r) for r in steps[-count:]]
 
 
@@ -389,6 +405,12 @@ def diagnose(bundle: Bundle, float64_replay: StepReplay | None) -> str:
 
     lines.append("")
     lines.extend(_precision_verdict(float64_replay, bool(bad_inputs)))
+    largest = float(halt.get("largest_abs_param", 0.0))
+    if largest > LARGE_PARAM:
+        lines.append(
+            f"  note: parameters reach |{largest:.3g}| before the step: the weights blew up, "
+            "so this is divergence first; float64 would only postpone it. Lower --peak-lr."
+        )
     return "\n".join(lines) + "\n"
 
 
