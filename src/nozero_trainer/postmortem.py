@@ -433,3 +433,34 @@ def _precision_verdict(replay: StepReplay | None, bad_inputs: bool) -> list[str]
         head,
         f"  → still non-finite in float64: not a precision problem; the cause is {cause}.",
     ]
+
+
+def diagnose_path(path: str | os.PathLike[str]) -> str:
+    """``nozero-train postmortem DIR``: diagnose the newest bundle at ``path`` (a bundle or a run).
+
+    The pre-step parameters are restored into the model's own structure (rebuilt from the
+    bundle's configuration) and the step is replayed in float64 with the trainer's loss.
+    """
+    from nozero_trainer.checkpoint import arrays_to_tree
+    from nozero_trainer.config import TrainConfig
+    from nozero_trainer.model import init_params
+
+    bundles = find_bundles(path)
+    if not bundles:
+        raise ValueError(f"{path}: no post-mortem bundle here (the run never halted?)")
+    bundle = read_bundle(bundles[-1])
+    settings = {f: bundle.config[f] for f in TrainConfig.__dataclass_fields__ if f in bundle.config}
+    config = TrainConfig.from_dict(settings)
+    in_dim = int(bundle.batch["cls"].shape[1])
+    template = init_params(jax.random.PRNGKey(0), in_dim, config.hidden_dims, len(config.heads))
+    params = arrays_to_tree(template, bundle.params, str(bundle.path / "params.npz"))
+    loss = trainer_loss_with_aux(
+        config,
+        np.asarray(bundle.halt["head_weights"], np.float32),
+        np.asarray(bundle.halt["head_mask"], np.float32),
+    )
+    text = diagnose(bundle, replay_step(loss, params, bundle.batch, float64=True))
+    if len(bundles) > 1:
+        older = ", ".join(b.name for b in bundles[:-1])
+        text += f"\nearlier halts of this run (diagnose each by its path): {older}\n"
+    return text
