@@ -93,9 +93,7 @@ def load_settings(start: Path, config_file: Path | None = None) -> Settings:
         if key in table:
             values[key.replace("-", "_")] = _string_list(table[key], settings.where(key))
     if "per-file-ignores" in table:
-        values["per_file_ignores"] = _per_file_ignores(
-            table["per-file-ignores"], settings.where("per-file-ignores")
-        )
+        values["per_file_ignores"] = _per_file_ignores(table["per-file-ignores"], settings)
     return Settings(project_root=config_file.parent, config_file=config_file, **values)
 
 
@@ -161,9 +159,15 @@ def _string_list(value: object, where: str) -> tuple[str, ...]:
     return tuple(value)
 
 
-def _per_file_ignores(value: object, where: str) -> tuple[tuple[str, tuple[str, ...]], ...]:
+def _per_file_ignores(
+    value: object, settings: Settings
+) -> tuple[tuple[str, tuple[str, ...]], ...]:
     if not isinstance(value, dict):
-        raise ConfigError(f"{where}: expected a table of glob = [codes], got {value!r}")
+        raise ConfigError(
+            f"{settings.where('per-file-ignores')}: expected a table of glob = [codes],"
+            f" got {value!r}"
+        )
     return tuple(
-        (glob, _string_list(codes, f"{where} {glob!r}")) for glob, codes in value.items()
+        (glob, _string_list(codes, settings.where(f"per-file-ignores {glob!r}")))
+        for glob, codes in value.items()
     )
