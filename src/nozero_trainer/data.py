@@ -75,11 +75,11 @@ _EXPECTED = {
 
 
 def _check_schema(path: Path, schema: pa.Schema) -> None:
+    missing = [c for c in _EXPECTED if schema.get_field_index(c) < 0]
+    if missing:
+        raise ValueError(f"{path}: missing column {', '.join(repr(c) for c in missing)}")
     for column, (expected, accepts) in _EXPECTED.items():
-        index = schema.get_field_index(column)
-        if index < 0:
-            raise ValueError(f"{path}: missing column {column!r}")
-        dtype = schema.field(index).type
+        dtype = schema.field(column).type
         if not accepts(dtype):
             raise ValueError(f"{path}: column {column!r} has type {dtype}, expected {expected}")
 

@@ -5,7 +5,9 @@ non-finite step is written into a small device-side record carried through the s
 from then on no update reaches the parameters. The host reads the record only at sync
 points (every ``sync_every`` steps and at the end) and raises the documented
 ``NonFiniteError`` with the exact step. ``on_sync`` therefore only ever sees states
-whose every step was confirmed finite.
+whose every step was confirmed finite. A step whose own loss and gradient are finite
+but whose update overflows counts as non-finite too (the error then shows the finite
+values of that step), so parameters handed out are always finite.
 """
 
 from __future__ import annotations
@@ -130,11 +132,14 @@ def _compiled(key: TrainConfig, guard: bool) -> _Compiled:
         (loss, stats), grads = jax.value_and_grad(loss_fn, has_aux=True)(
             params, x, y, weights, mask
         )
-        grad_norm = optax.global_norm(grads)
+        grad_norm = optax.tree.norm(grads)
         updates, new_opt_state = optimizer.update(grads, opt_state, params)
         new_params = optax.apply_updates(params, updates)
         if guard:
-            finite = jnp.isfinite(loss) & jnp.isfinite(grad_norm)
+            # A finite step whose update overflows would poison the next step's parameters
+            # (and any checkpoint taken between): it counts as the bad step too.
+            update_norm = optax.tree.norm(updates)
+            finite = jnp.isfinite(loss) & jnp.isfinite(grad_norm) & jnp.isfinite(update_norm)
             first_bad = ~record.bad & ~finite
             # Record the first failure for the host to raise; from then on keep the
             # parameters from before it so a checkpoint or post-mortem sees them.

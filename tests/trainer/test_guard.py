@@ -1,0 +1,99 @@
+"""The guard: exact halt step for NaN/+Inf/-Inf anywhere, one compilation, no bad update."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from nozero import MESSAGE_PATTERN, NonFiniteError
+from nozero_trainer import loop
+from nozero_trainer.optim import make_schedule
+
+from .conftest import DIM, HEADS, batches_from, small_config
+
+POISONS = [np.nan, np.inf, -np.inf]
+
+
+def _leaves(params) -> list[np.ndarray]:
+    return [np.asarray(a) for layer in params for a in (layer["w"], layer["b"])]
+
+
+def test_poison_at_first_middle_last_step_halts_exactly_in_one_compilation(toy_arrays):
+    x, y = toy_arrays
+    # focal_gamma 1.25 gives this test a compile key of its own, so the count is exact.
+    config = small_config(focal_gamma=1.25)
+    clean = batches_from(x, y, config.steps)
+    before = loop.compile_count()
+    for k in (0, config.steps // 2, config.steps - 1):
+        untouched = loop.train_on_batches(config, clean[:k], in_dim=DIM, n_heads=HEADS)
+        for value in POISONS:
+            batches = batches_from(x, y, config.steps)
+            batches[k]["cls"][3, 5] = value
+            seen = []
+            with pytest.raises(NonFiniteError) as caught:
+                loop.train_on_batches(config, batches, in_dim=DIM, n_heads=HEADS,
+                                      on_sync=seen.append)
+            err = caught.value
+            assert err.step == k, (k, value)
+            assert MESSAGE_PATTERN.fullmatch(str(err))
+            assert not (np.isfinite(err.loss) and np.isfinite(err.grad_norm))
+            assert all(state.step <= k for state in seen)  # no sync hook past the bad step
+            context = err.context
+            assert context.step == k
+            assert context.learning_rate == pytest.approx(float(make_schedule(config)(k)))
+            assert np.isnan(context.batch["cls"][3, 5]) or np.isinf(context.batch["cls"][3, 5])
+            # The parameters handed back are exactly those from before the bad step.
+            for got, want in zip(_leaves(context.params), _leaves(untouched.state.params),
+                                 strict=True):
+                np.testing.assert_array_equal(got, want)
+    assert loop.compile_count() - before == 1
+
+
+def test_poisoned_row_on_the_fast_path_halts_where_it_is_first_drawn(toy_arrays):
+    x, y = toy_arrays
+    config = small_config(steps=16, chunk_steps=4, sync_every=8)
+    poisoned_row = 41
+    first_step = next(s for s in range(config.steps)
+                      if poisoned_row in loop.batch_rows(config, s, len(x)))
+    x = x.copy()
+    x[poisoned_row, 0] = np.inf
+    synced, logged = [], []
+    with pytest.raises(NonFiniteError) as caught:
+        loop.train_arrays(config, x, y, on_sync=lambda s: synced.append(s.step),
+                          on_history=lambda first, v: logged.append((first, v["loss"].size)))
+    err = caught.value
+    assert err.step == first_step
+    context = err.context
+    assert poisoned_row in context.row_indices
+    assert not np.isfinite(context.batch["cls"]).all()
+    assert all(np.isfinite(leaf).all() for leaf in _leaves(context.params))
+    assert all(step <= first_step for step in synced)
+    assert all(first + n <= first_step + 1 for first, n in logged)
+
+
+def test_exploding_learning_rate_halts_with_finite_parameters(toy_arrays):
+    x, y = toy_arrays
+    config = small_config(peak_lr=1e30)
+    with pytest.raises(NonFiniteError) as caught:
+        loop.train_arrays(config, x, y)
+    assert MESSAGE_PATTERN.fullmatch(str(caught.value))
+    assert all(np.isfinite(leaf).all() for leaf in _leaves(caught.value.context.params))
+
+
+def test_without_the_guard_the_same_poison_silently_ruins_the_parameters(toy_arrays):
+    # The control for the tests above: it is the guard that stops the run.
+    x, y = toy_arrays
+    config = small_config()
+    batches = batches_from(x, y, config.steps)
+    batches[2]["cls"][0, 0] = np.nan
+    result = loop.train_on_batches(config, batches, in_dim=DIM, n_heads=HEADS, guard=False)
+    assert not all(np.isfinite(leaf).all() for leaf in _leaves(result.state.params))
+
+
+def test_clean_batches_never_raise(toy_arrays):
+    x, y = toy_arrays
+    config = small_config()
+    result = loop.train_on_batches(config, batches_from(x, y, config.steps),
+                                   in_dim=DIM, n_heads=HEADS)
+    assert len(result.history) == config.steps
+    assert np.isfinite(np.array(result.history)).all()
