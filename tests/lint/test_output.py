@@ -1,0 +1,120 @@
+"""Each output format, produced by the real command line on real files."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from nozero.lint.engine import Finding
+from nozero.lint.output import render, rule_infos
+
+from .conftest import BAD_LINE, BAD_SOURCE, SYNTAX_ERROR_SOURCE, write
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    write(tmp_path / "src" / "train.py", BAD_SOURCE)
+    write(tmp_path / "src" / "broken.py", SYNTAX_ERROR_SOURCE)
+    return tmp_path
+
+
+def test_json_lists_every_finding_with_its_fields(lint, project, nan_code):
+    result = lint("--format", "json")
+    assert result.code == 1
+    rows = json.loads(result.out)
+    assert [(row["path"], row["code"]) for row in rows] == [
+        ("src/broken.py", "NZ001"),
+        ("src/train.py", nan_code),
+    ]
+    nan_row = rows[1]
+    assert nan_row["line"] == BAD_LINE and nan_row["column"] >= 1
+    assert nan_row["end_line"] >= nan_row["line"]
+    assert nan_row["name"] == rule_infos()[nan_code].name
+    assert nan_row["message"]
+
+
+def test_json_of_a_clean_run_is_an_empty_list(lint, tmp_path):
+    write(tmp_path / "ok.py", "x = 1\n")
+    result = lint("--format", "json")
+    assert (result.code, json.loads(result.out)) == (0, [])
+
+
+def test_sarif_has_the_2_1_0_required_fields(lint, project, nan_code):
+    result = lint("--format", "sarif")
+    assert result.code == 1
+    log = json.loads(result.out)
+    assert log["version"] == "2.1.0"
+    assert "sarif-2.1.0" in log["$schema"]
+    [run] = log["runs"]
+    driver = run["tool"]["driver"]
+    assert driver["name"] == "nozero"
+    rule_ids = [rule["id"] for rule in driver["rules"]]
+    assert {"NZ001", nan_code} <= set(rule_ids)
+    assert len(run["results"]) == 2
+    for result_ in run["results"]:
+        assert result_["ruleId"] in rule_ids
+        assert rule_ids[result_["ruleIndex"]] == result_["ruleId"]
+        assert result_["message"]["text"]
+        [location] = result_["locations"]
+        physical = location["physicalLocation"]
+        assert physical["artifactLocation"]["uri"] in ("src/broken.py", "src/train.py")
+        region = physical["region"]
+        assert region["startLine"] >= 1 and region["startColumn"] >= 1
+        assert region["endLine"] >= region["startLine"]
+    nan_result = next(r for r in run["results"] if r["ruleId"] == nan_code)
+    assert nan_result["locations"][0]["physicalLocation"]["region"]["startLine"] == BAD_LINE
+
+
+def test_sarif_uris_are_escaped_and_absolute_paths_are_file_uris():
+    findings = [
+        Finding("dir with space/a.py", 1, 1, "NZ001", "syntax error: x"),
+        Finding("/abs/b.py", 2, 3, "NZ001", "syntax error: y"),
+    ]
+    log = json.loads(render(findings, "sarif", rule_infos()))
+    uris = [
+        r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"]
+        for r in log["runs"][0]["results"]
+    ]
+    assert uris == ["dir%20with%20space/a.py", "file:///abs/b.py"]
+
+
+GITHUB_LINE = re.compile(
+    r"^::error file=(?P<file>[^,]+),line=(?P<line>\d+),col=(?P<col>\d+),"
+    r"endLine=(?P<end>\d+),title=(?P<title>[^:]+)::(?P<message>.+)$"
+)
+
+
+def test_github_format_writes_one_annotation_per_finding(lint, project, nan_code):
+    result = lint("--format", "github")
+    assert result.code == 1
+    matches = [GITHUB_LINE.match(line) for line in result.lines()]
+    assert all(matches), result.out
+    assert [(m["file"], m["message"].split()[0]) for m in matches] == [
+        ("src/broken.py", "NZ001"),
+        ("src/train.py", nan_code),
+    ]
+    assert matches[1]["line"] == str(BAD_LINE)
+    assert nan_code in matches[1]["title"]
+
+
+def test_github_annotations_escape_what_would_break_the_command():
+    finding = Finding("a,b:c.py", 1, 1, "NZ001", "100% wrong\nsecond line")
+    [line] = render([finding], "github", rule_infos()).splitlines()
+    assert line.startswith("::error file=a%2Cb%3Ac.py,line=1,")
+    assert line.endswith("::NZ001 100%25 wrong%0Asecond line")
+
+
+def test_text_is_the_default_and_the_summary_goes_to_stderr(lint, project, nan_code):
+    result = lint()
+    assert result.lines()[0].startswith("src/broken.py:1:")
+    assert result.lines()[1].startswith(f"src/train.py:{BAD_LINE}:")
+    assert "2 finding(s)" in result.err
+
+
+def test_statistics_as_json(lint, project, nan_code):
+    result = lint("--statistics", "--format", "json")
+    rows = json.loads(result.out)
+    assert sorted((row["code"], row["count"]) for row in rows) == [("NZ001", 1), (nan_code, 1)]
