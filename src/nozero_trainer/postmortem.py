@@ -63,10 +63,16 @@ class StepReplay:
     nonfinite_stages: list[str]
     nonfinite_grad_leaves: list[str]
     grad_leaf_count: int
+    # Set when the optimizer was replayed too: the guard also stops on an overflowing update.
+    update_norm: float | None = None
+    largest_abs_update: float | None = None
+    nonfinite_update_leaves: list[str] = field(default_factory=list)
 
     @property
     def finite(self) -> bool:
-        return math.isfinite(self.loss) and math.isfinite(self.grad_norm)
+        values = [self.loss, self.grad_norm]
+        values += [] if self.update_norm is None else [self.update_norm]
+        return all(math.isfinite(v) for v in values) and not self.nonfinite_update_leaves
 
 
 @dataclass
@@ -101,25 +107,39 @@ def _as_dtype(tree: Any, dtype: Any) -> Any:
 
 
 def replay_step(
-    loss_with_aux: LossWithAux, params: Any, batch: Mapping[str, Any], float64: bool = False
+    loss_with_aux: LossWithAux,
+    params: Any,
+    batch: Mapping[str, Any],
+    float64: bool = False,
+    optimizer: optax.GradientTransformation | None = None,
+    opt_state: Any = None,
 ) -> StepReplay:
-    """Run one step's loss and gradients on the host, in float32 or (``float64``) float64."""
-    if float64:
-        with jax.enable_x64(True):
-            return _replay(
-                loss_with_aux, _as_dtype(params, jnp.float64), _as_dtype(batch, jnp.float64)
-            )
-    return _replay(loss_with_aux, params, batch)
+    """Run one step on the host, in float32 or (``float64``) float64.
+
+    With ``optimizer`` and ``opt_state`` the update is replayed as well, because a step
+    whose loss and gradients are finite can still overflow in the update.
+    """
+    if not float64:
+        return _replay(loss_with_aux, params, batch, optimizer, opt_state)
+    with jax.enable_x64(True):
+        wide = [_as_dtype(tree, jnp.float64) for tree in (params, batch, opt_state)]
+        return _replay(loss_with_aux, wide[0], wide[1], optimizer, wide[2])
 
 
-def _replay(loss_with_aux: LossWithAux, params: Any, batch: Mapping[str, Any]) -> StepReplay:
+def _replay(
+    loss_with_aux: LossWithAux,
+    params: Any,
+    batch: Mapping[str, Any],
+    optimizer: optax.GradientTransformation | None,
+    opt_state: Any,
+) -> StepReplay:
     (loss, aux), grads = jax.value_and_grad(loss_with_aux, has_aux=True)(params, batch)
     grad_arrays = tree_to_arrays(grads)
     stages = [name for name, value in aux.get("stages", []) if not np.isfinite(value).all()]
     terms = {
         name: np.asarray(v, dtype=np.float64).ravel().tolist() for name, v in aux["terms"].items()
     }
-    return StepReplay(
+    replay = StepReplay(
         dtype=str(jnp.asarray(loss).dtype),
         loss=_to_float(loss),
         grad_norm=_to_float(optax.tree.norm(grads)),
@@ -128,6 +148,20 @@ def _replay(loss_with_aux: LossWithAux, params: Any, batch: Mapping[str, Any]) -
         nonfinite_grad_leaves=[n for n, g in grad_arrays.items() if not np.isfinite(g).all()],
         grad_leaf_count=len(grad_arrays),
     )
+    if optimizer is not None:
+        updates, _ = optimizer.update(grads, opt_state, params)
+        new_params = tree_to_arrays(optax.apply_updates(params, updates))
+        update_arrays = tree_to_arrays(updates)
+        replay.update_norm = _to_float(optax.tree.norm(updates))  # as the guard computes it
+        replay.largest_abs_update = max(
+            (float(np.max(np.abs(u))) for u in update_arrays.values() if u.size), default=0.0
+        )
+        replay.nonfinite_update_leaves = [
+            name
+            for name, u in update_arrays.items()
+            if not (np.isfinite(u).all() and np.isfinite(new_params[name]).all())
+        ]
+    return replay
 
 
 def trainer_loss_with_aux(
@@ -234,6 +268,9 @@ def write_bundle(
         "nonfinite_grad_leaves": replay.nonfinite_grad_leaves,
         "grad_leaf_count": replay.grad_leaf_count,
         "replay": {"dtype": replay.dtype, "loss": replay.loss, "grad_norm": replay.grad_norm},
+        "update_norm": replay.update_norm,
+        "largest_abs_update": replay.largest_abs_update,
+        "nonfinite_update_leaves": replay.nonfinite_update_leaves,
         "largest_abs_param": max(
             (float(np.max(np.abs(a))) for a in tree_to_arrays(params).values() if a.size),
             default=0.0,
@@ -376,7 +413,7 @@ def diagnose(bundle: Bundle, float64_replay: StepReplay | None) -> str:
         for term, heads in term_heads[1:]:
             lines.append(f"  also non-finite: {term!r} for heads {_limited(heads)}")
     elif not stages:
-        lines.append("loss terms: all finite (only the gradients went non-finite)")
+        lines.append("loss terms: all finite")
     leaves = halt.get("nonfinite_grad_leaves", [])
     total = halt.get("grad_leaf_count", "?")
     if leaves:
@@ -384,6 +421,7 @@ def diagnose(bundle: Bundle, float64_replay: StepReplay | None) -> str:
         lines.append(f"  {_limited(leaves, 12)}")
     else:
         lines.append(f"gradients: finite in all {total} parameter leaves")
+    lines.extend(_update_lines(halt))
 
     lines.append("")
     history = history_before(bundle.history, int(halt["step"]))
@@ -404,17 +442,34 @@ def diagnose(bundle: Bundle, float64_replay: StepReplay | None) -> str:
         lines.append("no logged steps before the halt (metrics.jsonl has none)")
 
     lines.append("")
-    lines.extend(_precision_verdict(float64_replay, bool(bad_inputs)))
-    largest = float(halt.get("largest_abs_param", 0.0))
-    if largest > LARGE_PARAM:
-        lines.append(
-            f"  note: parameters reach |{largest:.3g}| before the step: the weights blew up, "
-            "so this is divergence first; float64 would only postpone it. Lower --peak-lr."
-        )
+    lines.extend(_precision_verdict(float64_replay, bool(bad_inputs), halt))
     return "\n".join(lines) + "\n"
 
 
-def _precision_verdict(replay: StepReplay | None, bad_inputs: bool) -> list[str]:
+def _update_lines(halt: Mapping[str, Any]) -> list[str]:
+    """What the optimizer update did, when the bundle recorded it."""
+    norm = halt.get("update_norm")
+    if norm is None:
+        return []
+    bad = halt.get("nonfinite_update_leaves", [])
+    largest = float(halt.get("largest_abs_update") or 0.0)
+    if bad:
+        return [
+            f"non-finite update or updated parameters in {len(bad)} leaves: {_limited(bad, 12)}",
+            f"  (the learning rate was {halt['learning_rate']:.3g})",
+        ]
+    if not math.isfinite(float(norm)):
+        return [
+            f"update: every value finite (largest |{largest:.3g}|), but its norm overflows "
+            "float32:",
+            f"  the learning rate {halt['learning_rate']:.3g} makes the step far too large.",
+        ]
+    return [f"update: finite (norm {_fmt(float(norm))}, largest |{largest:.3g}|)"]
+
+
+def _precision_verdict(
+    replay: StepReplay | None, bad_inputs: bool, halt: Mapping[str, Any]
+) -> list[str]:
     if replay is None:
         return ["float64 re-run: not run"]
     if replay.dtype != "float64":
@@ -422,11 +477,24 @@ def _precision_verdict(replay: StepReplay | None, bad_inputs: bool) -> list[str]
     head = (
         f"float64 re-run of the step: loss={_fmt(replay.loss)} grad_norm={_fmt(replay.grad_norm)}"
     )
+    if replay.update_norm is not None:
+        head += f" update_norm={_fmt(replay.update_norm)}"
+    blown_up = max(
+        float(halt.get("largest_abs_param") or 0.0), float(halt.get("largest_abs_update") or 0.0)
+    )
+    if replay.finite and blown_up > LARGE_PARAM:
+        return [
+            head,
+            f"  → finite in float64 only thanks to its wider range: weights or updates reach "
+            f"|{blown_up:.3g}|,",
+            "    so the run diverged (learning rate too high); more precision would only",
+            "    postpone the overflow. Lower --peak-lr or lengthen --warmup-steps.",
+        ]
     if replay.finite:
         return [
             head,
             "  → finite in float64: this is a precision problem (float32 overflow or",
-            "    underflow), not broken data; look at the first non-finite stage above.",
+            "    underflow in the step), not broken data or divergence.",
         ]
     cause = "the inputs themselves" if bad_inputs else "the values, not the precision"
     return [
@@ -444,6 +512,7 @@ def diagnose_path(path: str | os.PathLike[str]) -> str:
     from nozero_trainer.checkpoint import arrays_to_tree
     from nozero_trainer.config import TrainConfig
     from nozero_trainer.model import init_params
+    from nozero_trainer.optim import make_optimizer
 
     bundles = find_bundles(path)
     if not bundles:
@@ -459,7 +528,12 @@ def diagnose_path(path: str | os.PathLike[str]) -> str:
         np.asarray(bundle.halt["head_weights"], np.float32),
         np.asarray(bundle.halt["head_mask"], np.float32),
     )
-    text = diagnose(bundle, replay_step(loss, params, bundle.batch, float64=True))
+    optimizer = make_optimizer(config)
+    opt_state = arrays_to_tree(
+        optimizer.init(params), bundle.opt_state, str(bundle.path / "opt_state.npz")
+    )
+    replay = replay_step(loss, params, bundle.batch, True, optimizer, opt_state)
+    text = diagnose(bundle, replay)
     if len(bundles) > 1:
         older = ", ".join(b.name for b in bundles[:-1])
         text += f"\nearlier halts of this run (diagnose each by its path): {older}\n"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 
 import jax.numpy as jnp
 import numpy as np
@@ -153,3 +154,40 @@ def test_trainer_replay_in_float64_survives_a_float32_overflow():
     assert not huge.finite and "layer 0 output" not in huge.nonfinite_stages
     wide = _trainer_replay(1e25, float64=True)
     assert wide.dtype == "float64" and wide.finite
+
+
+def test_replaying_the_update_finds_an_overflowing_step_with_finite_gradients(tmp_path):
+    import optax
+
+    params = _params()
+    batch = {"x": np.full((4, 3), 0.1, np.float32)}
+    optimizer = optax.sgd(1e37)
+    replay = pm.replay_step(
+        naive_logsumexp_loss, params, batch, optimizer=optimizer, opt_state=optimizer.init(params)
+    )
+    assert math.isfinite(replay.loss) and math.isfinite(replay.grad_norm)
+    assert replay.update_norm == float("inf") and not replay.finite
+    path = pm.write_bundle(
+        tmp_path,
+        step=3,
+        loss=replay.loss,
+        grad_norm=replay.grad_norm,
+        learning_rate=1e37,
+        message=format_message(3, replay.loss, replay.grad_norm),
+        batch=batch,
+        row_indices=np.arange(4),
+        params=params,
+        opt_state=optimizer.init(params),
+        replay=replay,
+        config={},
+        heads=HEADS,
+    )
+    wide = pm.replay_step(
+        naive_logsumexp_loss, params, batch, True, optimizer, optimizer.init(params)
+    )
+    assert wide.finite
+    text = pm.diagnose(pm.read_bundle(path), wide)
+    assert "gradients: finite in all 1 parameter leaves" in text
+    assert "but its norm overflows float32" in text
+    assert "the run diverged (learning rate too high)" in text
+    assert "precision problem (float32" not in text
