@@ -21,10 +21,15 @@ def contract_dir(pytester: pytest.Pytester) -> pytest.Pytester:
     return pytester
 
 
-def item_reports(reprec) -> dict[str, pytest.TestReport]:
-    """The call-phase (or failed set-up) report of every item, by node id."""
+def _item_reports(reprec: pytest.HookRecorder) -> dict[str, pytest.TestReport]:
     reports = {}
     for report in reprec.getreports("pytest_runtest_logreport"):
         if report.when == "call" or report.failed:
             reports[report.nodeid] = report
     return reports
+
+
+@pytest.fixture
+def item_reports():
+    """``item_reports(reprec)``: the call-phase (or failed set-up) report of each item."""
+    return _item_reports

@@ -3,9 +3,6 @@ with a message that names what it did wrong."""
 
 from __future__ import annotations
 
-import pytest
-from conftest import item_reports
-
 pytest_plugins = ["pytester"]
 
 CONTRACTS = ("halts", "overflow", "no_false_alarm", "never_continue")
@@ -44,7 +41,7 @@ def test_correct_numpy_trainer_passes_every_contract(contract_dir):
         result.stdout.fnmatch_lines([f"nozero::{contract}[[]nozero_trainer[]] PASSED*"])
 
 
-def test_each_broken_trainer_fails_naming_what_went_wrong(contract_dir):
+def test_each_broken_trainer_fails_naming_what_went_wrong(contract_dir, item_reports):
     contract_dir.makeconftest(
         f"""
         import pytest
@@ -90,7 +87,7 @@ def test_failure_is_shrunk_to_a_minimal_reproducible_case(contract_dir):
     )
 
 
-def test_bad_trainer_values_read_as_failures(contract_dir):
+def test_bad_trainer_values_read_as_failures(contract_dir, item_reports):
     contract_dir.makeconftest(
         """
         import pytest
