@@ -120,10 +120,11 @@ def _demo(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    handler_ = logging.StreamHandler(sys.stderr)
-    handler_.setFormatter(logging.Formatter("%(message)s"))
+    # The package's own log lines (rows dropped, heads masked) go to stderr for this call.
+    log_handler = logging.StreamHandler(sys.stderr)
+    log_handler.setFormatter(logging.Formatter("%(message)s"))
     package_log = logging.getLogger("nozero_trainer")
-    package_log.addHandler(handler_)
+    package_log.addHandler(log_handler)
     package_log.setLevel(logging.INFO)
     handler = {"train": _train, "make-data": _make_data, "demo": _demo}[args.command]
     try:
@@ -134,6 +135,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ValueError as err:
         print(f"nozero-train: error: {err}", file=sys.stderr)
         return EXIT_USAGE
+    finally:
+        package_log.removeHandler(log_handler)
 
 
 if __name__ == "__main__":

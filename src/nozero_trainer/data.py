@@ -38,6 +38,14 @@ class LoadStats:
     def rows_kept(self) -> int:
         return self.rows_read - self.non_strong_dropped - self.non_finite_dropped
 
+    def describe(self, where: str) -> str:
+        text = (f"{where}: kept {self.rows_kept} of {self.rows_read} rows from "
+                f"{len(self.shards)} shard(s); dropped {self.non_strong_dropped} non-strong, "
+                f"{self.non_finite_dropped} with non-finite cls")
+        if self.unknown_labels:
+            text += f"; unknown label strings (not in the head registry): {self.unknown_labels}"
+        return text
+
 
 @dataclasses.dataclass
 class Split:
@@ -198,13 +206,8 @@ def load_split(split_dir: str | Path, heads: tuple[str, ...] = DEFAULT_HEADS) ->
         raise ValueError(f"{split_dir}: the shards hold no rows")
     # Shrink in place to the rows kept; realloc avoids a second full-size copy.
     cls_out.resize((kept, cls_out.shape[1]), refcheck=False)
-    if stats.non_finite_dropped:
-        log.warning(
-            "%s: dropped %d rows with non-finite cls values", split_dir, stats.non_finite_dropped
-        )
-    if stats.unknown_labels:
-        log.warning("%s: unknown label strings (not in the head registry): %s",
-                    split_dir, stats.unknown_labels)
+    flawed = stats.non_finite_dropped or stats.unknown_labels
+    log.log(logging.WARNING if flawed else logging.INFO, stats.describe(str(split_dir)))
     return Split(
         user_id=np.concatenate(user_ids).astype(np.int64, copy=False),
         cls=cls_out,

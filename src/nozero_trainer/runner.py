@@ -100,15 +100,6 @@ class Progress:
         )
 
 
-def _describe(name: str, split: Split) -> str:
-    s = split.stats
-    text = (f"{name}: kept {s.rows_kept} of {s.rows_read} rows from {len(s.shards)} shard(s) "
-            f"(dropped {s.non_strong_dropped} non-strong, {s.non_finite_dropped} non-finite cls)")
-    if s.unknown_labels:
-        text += f"; unknown labels {s.unknown_labels}"
-    return text
-
-
 def run_training(
     config: TrainConfig, data_dir: str | Path, out_dir: str | Path, *,
     stream: IO[str] = sys.stderr,
@@ -117,13 +108,11 @@ def run_training(
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     train, holdout = load_dataset(data_dir, config.heads)
-    print(_describe("train", train), file=stream)
-    print(_describe("holdout", holdout), file=stream)
     label_counts = train.labels.sum(axis=0)
     masked = validate(config, len(train), label_counts)
     if masked:
-        print(f"WARNING: heads with zero training positives are MASKED OUT of the loss: "
-              f"{', '.join(masked)}", file=stream)
+        log.warning("WARNING: heads with zero training positives are MASKED OUT of the loss: "
+                    "%s", ", ".join(masked))
     weights, mask = head_weighting(config.class_weighting, label_counts, len(train),
                                    len(config.heads), config.mask_zero_positive_heads)
 
@@ -145,22 +134,22 @@ def run_training(
         progress.update(int(steps[-1]) + 1, columns["loss"][-1], columns["grad_norm"][-1],
                         float(lrs[-1]))
 
-    try:
-        result = loop.train_arrays(config, train.cls, train.labels, head_weights=weights,
-                                   head_mask=mask, on_history=on_history)
-    except NonFiniteError as err:
-        halt = {"event": "halt", "step": err.step, "loss": err.loss, "grad_norm": err.grad_norm,
-                "lr": float(schedule(err.step)), "message": str(err)}
-        metrics.write(json.dumps(halt) + "\n")
-        metrics.close()
-        write_json_atomic(out_dir / "status.json", {**halt, "status": "halted",
-                                                    "config": config.to_dict()})
-        raise
-    evaluation = evaluate(result.state.params, holdout)
-    metrics.write(json.dumps({"event": "eval", "step": result.state.step,
-                              "pr_auc": evaluation.pr_auc,
-                              "positives": evaluation.positives}) + "\n")
-    metrics.close()
+    with metrics:
+        try:
+            result = loop.train_arrays(config, train.cls, train.labels, head_weights=weights,
+                                       head_mask=mask, on_history=on_history)
+        except NonFiniteError as err:
+            halt = {"event": "halt", "step": err.step, "loss": err.loss,
+                    "grad_norm": err.grad_norm, "lr": float(schedule(err.step)),
+                    "message": str(err)}
+            metrics.write(json.dumps(halt) + "\n")
+            write_json_atomic(out_dir / "status.json", {**halt, "status": "halted",
+                                                        "config": config.to_dict()})
+            raise
+        evaluation = evaluate(result.state.params, holdout)
+        metrics.write(json.dumps({"event": "eval", "step": result.state.step,
+                                  "pr_auc": evaluation.pr_auc,
+                                  "positives": evaluation.positives}) + "\n")
     write_json_atomic(out_dir / "status.json", {
         "status": "finished", "step": result.state.step, "config": config.to_dict(),
         "data_dir": str(data_dir), "pr_auc": evaluation.pr_auc,

@@ -48,7 +48,7 @@ def _write_split(
     out.mkdir(parents=True)
     rows, dim = cls.shape
     names = np.array(bots, dtype=object)
-    hot_rows, hot_cols = np.nonzero(hot)
+    hot_cols = np.nonzero(hot)[1]  # row-major: each row's labels stay together, in order
     label_offsets = np.r_[0, np.cumsum(hot.sum(axis=1))]
     strength = np.where(rng.random(rows) < non_strong_fraction, "weak", "strong")
     source = SOURCES[rng.integers(0, SOURCES.size, rows)]
@@ -67,7 +67,6 @@ def _write_split(
             "label_strength": pa.array(strength[start:stop], pa.string()),
         })
         pq.write_table(table, out / f"part-{shard:05d}.parquet")
-    del hot_rows
 
 
 def make_data(
