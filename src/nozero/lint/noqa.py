@@ -1,0 +1,63 @@
+"""``# noqa`` suppressions, ruff style: ``# noqa`` (all codes) or ``# noqa: NZ101, NZ201``,
+optionally followed by a reason (``# noqa: NZ101 fp16 loss scaling``)."""
+
+from __future__ import annotations
+
+import io
+import re
+import tokenize
+from dataclasses import dataclass
+
+_NOQA = re.compile(
+    r"#\s*noqa(?::\s*(?P<codes>[A-Z]+[0-9]+(?:[\s,]+[A-Z]+[0-9]+)*))?(?P<reason>.*)",
+    re.IGNORECASE,
+)
+
+
+_NOZERO_NOQA = re.compile(r"noqa\s*:[^\n]*\bNZ[0-9]", re.IGNORECASE)
+
+
+def has_nozero_noqa(text: str) -> bool:
+    """Might ``text`` hold a ``# noqa`` naming a nozero code (cheap, textual)?"""
+    return bool(_NOZERO_NOQA.search(text))
+
+
+@dataclass(frozen=True)
+class Noqa:
+    line: int
+    col: int  # 1-based column of the ``#``
+    codes: frozenset[str] | None  # None: every code
+    reason: str
+
+    def covers(self, code: str) -> bool:
+        return self.codes is None or code in self.codes
+
+
+def _parse(comment: str, line: int, col: int) -> Noqa | None:
+    match = _NOQA.search(comment)
+    if match is None:
+        return None
+    codes = match.group("codes")
+    return Noqa(
+        line,
+        col + match.start() + 1,
+        frozenset(c.upper() for c in re.split(r"[\s,]+", codes)) if codes else None,
+        match.group("reason").strip(" \t,:"),
+    )
+
+
+def noqa_comments(source: str) -> dict[int, Noqa]:
+    """The ``# noqa`` comment of each line that has one. Comments are found with the
+    tokenizer, so ``"# noqa"`` inside a string never counts."""
+    found: dict[int, Noqa] = {}
+    if "noqa" not in source.lower():
+        return found
+    try:
+        for token in tokenize.generate_tokens(io.StringIO(source).readline):
+            if token.type == tokenize.COMMENT:
+                noqa = _parse(token.string, token.start[0], token.start[1])
+                if noqa is not None:
+                    found[token.start[0]] = noqa
+    except (tokenize.TokenError, SyntaxError):
+        pass  # only files that parse reach here; keep what was read
+    return found

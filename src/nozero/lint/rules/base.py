@@ -1,0 +1,167 @@
+"""What a rule is, and what it may ask about the code it inspects.
+
+A rule names the libcst node types it inspects and, for each such node, reports through
+the ``Context``. The context answers three kinds of question: what a name stands for
+(through the file's imports), whether an expression is training signal or a finiteness
+test on it (the whole-file ``FileFacts``), and where a node is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import ClassVar
+
+import libcst as cst
+from libcst.metadata import PositionProvider
+
+from nozero.lint import vocab
+from nozero.lint.imports import last_part, resolve
+from nozero.lint.signal import FileFacts
+
+
+@dataclass(frozen=True)
+class Hit:
+    """A finding before suppression: the node's position and its statement's lines."""
+
+    line: int
+    col: int
+    code: str
+    message: str
+    statement_first: int
+    statement_last: int
+
+
+class Rule:
+    """One concern, with its documentation and the examples the test suite runs."""
+
+    code: ClassVar[str]
+    name: ClassVar[str]
+    message: ClassVar[str]
+    doc: ClassVar[str]
+    default_enabled: ClassVar[bool] = True
+    VALID: ClassVar[list[str]] = []
+    INVALID: ClassVar[list[str]] = []
+    # libcst node types handed to ``check``; empty for rules the engine applies itself.
+    node_types: ClassVar[tuple[type[cst.CSTNode], ...]] = ()
+
+    def check(self, node: cst.CSTNode, ctx: Context) -> None:
+        raise NotImplementedError
+
+
+def cst_dotted_name(node: cst.CSTNode) -> str | None:
+    """``a.b.c`` for a chain of attributes on a name, else None."""
+    if isinstance(node, cst.Name):
+        return node.value
+    if isinstance(node, cst.Attribute):
+        base = cst_dotted_name(node.value)
+        return f"{base}.{node.attr.value}" if base else None
+    return None
+
+
+class Context:
+    """Everything a rule may ask while one unit of code is visited."""
+
+    def __init__(
+        self,
+        module: cst.Module,
+        wrapper: cst.MetadataWrapper,
+        facts: FileFacts,
+        line_offset: int,
+    ) -> None:
+        self.module = module
+        self.facts = facts
+        self.line_offset = line_offset
+        self.positions = wrapper.resolve(PositionProvider)
+        self.ancestors: list[cst.CSTNode] = []
+        self.hits: list[Hit] = []
+
+    # ---- names ----------------------------------------------------------------------
+    def qualified(self, node: cst.CSTNode) -> str | None:
+        dotted = cst_dotted_name(node)
+        return resolve(dotted, self.facts.aliases) if dotted else None
+
+    def called(self, call: cst.Call) -> str:
+        """Last component of what ``call`` calls (``jnp.nan_to_num`` -> nan_to_num),
+        through the file's imports; the method name for ``x.method()``."""
+        if isinstance(call.func, cst.Attribute):
+            return last_part(self.qualified(call.func)) or call.func.attr.value
+        return last_part(self.qualified(call.func))
+
+    def helper_called(self, call: cst.Call) -> str | None:
+        """The same-file function ``call`` calls, if any."""
+        func = call.func
+        if isinstance(func, cst.Name):
+            name = func.value
+        elif isinstance(func, cst.Attribute) and cst_dotted_name(func.value) in ("self", "cls"):
+            name = func.attr.value
+        else:
+            return None
+        return name if self.facts.defines_function(name) else None
+
+    # ---- meaning --------------------------------------------------------------------
+    def code(self, node: cst.CSTNode) -> str:
+        return self.module.code_for_node(node)
+
+    @property
+    def scope_key(self) -> int:
+        """Line of the innermost enclosing ``def`` (0: module level)."""
+        for node in reversed(self.ancestors):
+            if isinstance(node, cst.FunctionDef):
+                return self.positions[node.name].start.line + self.line_offset
+        return 0
+
+    def is_signal(self, node: cst.BaseExpression) -> bool:
+        return self.facts.code_is_signal(self.code(node), self.scope_key)
+
+    def is_nonfinite_test(self, node: cst.BaseExpression) -> bool:
+        return self.facts.code_is_nonfinite_test(self.code(node), self.scope_key)
+
+    def scope_is_guarded(self) -> bool:
+        """Does the enclosing function raise, or record the failure for a raise?"""
+        return self.facts.scope(self.scope_key).guarded
+
+    # ---- reporting ------------------------------------------------------------------
+    def report(self, node: cst.CSTNode, rule: Rule, detail: str = "") -> None:
+        start = self.positions[node].start
+        statement = next(
+            (a for a in reversed([*self.ancestors, node]) if isinstance(a, cst.BaseStatement)),
+            node,
+        )
+        span = self.positions[statement]
+        last = span.end.line if isinstance(statement, cst.SimpleStatementLine) else start.line
+        message = f"{rule.message} ({detail})" if detail else rule.message
+        self.hits.append(
+            Hit(
+                start.line + self.line_offset,
+                start.column + 1,
+                rule.code,
+                message,
+                span.start.line + self.line_offset,
+                last + self.line_offset,
+            )
+        )
+
+
+def raises(node: cst.CSTNode, ctx: Context) -> bool:
+    """Does ``node`` raise, assert, exit, or call a check or a same-file helper that raises?"""
+    for child in walk(node):
+        if isinstance(child, cst.Raise | cst.Assert):
+            return True
+        if isinstance(child, cst.Call):
+            if ctx.called(child) in vocab.RAISING_CALLS:
+                return True
+            helper = ctx.helper_called(child)
+            if helper is not None and ctx.facts.is_raising_helper(helper):
+                return True
+    return False
+
+
+def walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:
+    """``node`` and every node below it, without entering nested functions or classes."""
+    stack = [node]
+    while stack:
+        current = stack.pop()
+        yield current
+        if current is node or not isinstance(current, cst.FunctionDef | cst.ClassDef):
+            stack.extend(reversed(current.children))

@@ -1,0 +1,329 @@
+"""NZ1xx: replacing non-finite training signal with numbers."""
+
+from __future__ import annotations
+
+import libcst as cst
+import libcst.matchers as m
+
+from nozero.lint import vocab
+from nozero.lint.rules.base import Context, Rule
+
+# Functions that apply another function over a pytree or a list, and gradient hooks.
+_MAPPERS = frozenset({"tree_map", "map", "map_structure", "tree_map_with_path"})
+_HOOKS = frozenset(
+    {"register_hook", "register_full_backward_hook", "register_backward_hook",
+     "register_post_accumulate_grad_hook"}
+)
+# Calls whose result is a constant fill (``zeros_like(g)``), as opposed to another value.
+_CONSTANT_FILLS = frozenset(
+    {"zeros", "zeros_like", "ones", "ones_like", "full", "full_like", "fill", "constant",
+     "array", "asarray", "tensor", "float"}
+)
+_NUMBER = m.Integer() | m.Float() | m.Imaginary()
+
+
+def is_constant(node: cst.BaseExpression, ctx: Context) -> bool:
+    """A literal number, a named constant (``jnp.nan``) or a constant fill (zeros, ones)."""
+    if m.matches(node, _NUMBER | m.UnaryOperation(expression=_NUMBER)):
+        return True
+    if isinstance(node, cst.Attribute) and node.attr.value in {"nan", "inf", "NaN", "Inf"}:
+        return True
+    return isinstance(node, cst.Call) and ctx.called(node) in _CONSTANT_FILLS
+
+
+def _argument(call: cst.Call, position: int, *keywords: str) -> cst.BaseExpression | None:
+    for arg in call.args:
+        if arg.keyword is not None and arg.keyword.value in keywords:
+            return arg.value
+    positional = [a.value for a in call.args if a.keyword is None and not a.star]
+    return positional[position] if len(positional) > position else None
+
+
+def _is_sanitizer_value(node: cst.BaseExpression, ctx: Context) -> bool:
+    """``jnp.nan_to_num`` as a value, ``partial(jnp.nan_to_num, ...)``, a lambda that calls
+    it, or a same-file helper that does."""
+    if isinstance(node, cst.Name | cst.Attribute):
+        name = node.value if isinstance(node, cst.Name) else node.attr.value
+        qualified_last = (ctx.qualified(node) or "").rsplit(".", 1)[-1]
+        if qualified_last in vocab.SANITIZERS:
+            return True
+        return isinstance(node, cst.Name) and ctx.facts.defines_function(name) and (
+            ctx.facts.is_sanitizer_helper(name)
+        )
+    if isinstance(node, cst.Call) and ctx.called(node) == "partial" and node.args:
+        return _is_sanitizer_value(node.args[0].value, ctx)
+    if isinstance(node, cst.Lambda):
+        return any(
+            ctx.called(call) in vocab.SANITIZERS
+            or (ctx.helper_called(call) and ctx.facts.is_sanitizer_helper(ctx.helper_called(call)))
+            for call in m.findall(node.body, m.Call())
+            if isinstance(call, cst.Call)
+        )
+    return False
+
+
+class NanToNumOnSignal(Rule):
+    code = "NZ101"
+    name = "nan-to-num-on-signal"
+    message = "nan_to_num on training signal hides a non-finite value instead of stopping"
+    doc = """\
+## What it flags
+`nan_to_num` (numpy, jax.numpy, torch; also `torch.nan_to_num_`, the `.nan_to_num_()`
+tensor method and the `out=` form) applied to loss, gradients, updates, parameters or
+optimizer state, directly or through a helper function in the same file.
+
+## Why it is harmful
+A NaN or Inf in the loss or a gradient means the run has already gone wrong: a bad batch,
+an overflow, a bug. Replacing it with zero (or a large finite number) lets training go
+on with corrupted statistics and hides the step where it happened.
+
+## Example
+```python
+grads = jax.grad(loss_fn)(params, batch)
+grads = jax.tree.map(lambda g: jnp.nan_to_num(g), grads)
+```
+
+## Use instead
+Check and stop: `nozero.check_finite(loss=loss, grad_norm=optax.global_norm(grads),
+step=step)` raises the documented error. Clean *input data* where it is loaded instead.
+"""
+    VALID = [
+        "import numpy as np\nfeatures = np.nan_to_num(features)\n",
+        "import jax.numpy as jnp\nval_loss = jnp.nan_to_num(val_loss)\n",
+        "import numpy as np\n# np.nan_to_num(grads) would hide the NaN\nx = 'nan_to_num(grads)'\n",
+        "import torch\ndef plot(curve):\n    return torch.nan_to_num(curve)\n",
+    ]
+    INVALID = [
+        "import jax.numpy as jnp\ngrads = jnp.nan_to_num(grads)\n",
+        "import torch\nfor p in model.parameters():\n    torch.nan_to_num_(p.grad)\n",
+        "for p in model.parameters():\n    p.grad.nan_to_num_(nan=0.0)\n",
+        "import torch\ntorch.nan_to_num(loss, out=loss)\n",
+        "from torch import nan_to_num as scrub\nloss = scrub(loss)\n",
+        "import jax\nimport jax.numpy as xp\n"
+        "def step(p, b):\n    d = jax.grad(f)(p, b)\n    return xp.nan_to_num(d)\n",
+        "import numpy as np\ndef clean(x):\n    return np.nan_to_num(x)\n"
+        "def step(grads):\n    return clean(grads)\n",
+    ]
+    node_types = (cst.Call,)
+
+    def check(self, node: cst.CSTNode, ctx: Context) -> None:
+        assert isinstance(node, cst.Call)
+        helper = ctx.helper_called(node)
+        if helper is not None and ctx.facts.is_sanitizer_helper(helper):
+            if any(ctx.is_signal(arg.value) for arg in node.args):
+                ctx.report(node, self, f"through {helper}()")
+            return
+        if ctx.called(node) not in vocab.SANITIZERS:
+            return
+        subjects = [a.value for a in node.args if a.keyword is None][:1]
+        subjects += [a.value for a in node.args if a.keyword and a.keyword.value in
+                     ("x", "input", "out")]
+        if isinstance(node.func, cst.Attribute):
+            subjects.append(node.func.value)
+        if any(ctx.is_signal(s) for s in subjects):
+            ctx.report(node, self)
+
+
+class NanToNumMapped(Rule):
+    code = "NZ102"
+    name = "nan-to-num-mapped-over-signal"
+    message = "nan_to_num mapped over gradients or registered as a gradient hook"
+    doc = """\
+## What it flags
+`nan_to_num` passed as a function value: mapped over a tree of training signal
+(`jax.tree.map`, `jax.tree_util.tree_map`, `tf.nest.map_structure`, `map`) or registered
+as a gradient hook (`tensor.register_hook`, module backward hooks), including
+`functools.partial(nan_to_num, ...)` and lambdas that call it.
+
+## Why it is harmful
+A hook or a tree map runs on every gradient of every step: a NaN anywhere is silently
+turned into zero and the run continues on corrupted updates.
+
+## Example
+```python
+for p in model.parameters():
+    p.register_hook(torch.nan_to_num)
+```
+
+## Use instead
+Let the non-finite value through and check it once per step, raising the documented
+error (`nozero.check_finite`).
+"""
+    VALID = [
+        "import jax, jax.numpy as jnp\nbatch = jax.tree.map(jnp.nan_to_num, batch)\n",
+        "import jax\nimport jax.numpy as jnp\ngrads = jax.tree.map(jnp.sqrt, grads)\n",
+        "import numpy as np\ncolumns = list(map(np.nan_to_num, columns))\n",
+    ]
+    INVALID = [
+        "import jax, jax.numpy as jnp\ngrads = jax.tree.map(jnp.nan_to_num, grads)\n",
+        "import jax\nimport jax.numpy as jnp\n"
+        "updates = jax.tree_util.tree_map(lambda u: jnp.nan_to_num(u, nan=0.0), updates)\n",
+        "import torch\nfor p in model.parameters():\n    p.register_hook(torch.nan_to_num)\n",
+        "import functools, torch\n"
+        "h = w.register_hook(functools.partial(torch.nan_to_num, nan=0.0))\n",
+    ]
+    node_types = (cst.Call,)
+
+    def check(self, node: cst.CSTNode, ctx: Context) -> None:
+        assert isinstance(node, cst.Call)
+        called = ctx.called(node)
+        if called not in _MAPPERS | _HOOKS or not node.args:
+            return
+        if not _is_sanitizer_value(node.args[0].value, ctx):
+            return
+        if called in _HOOKS or any(ctx.is_signal(a.value) for a in node.args[1:]):
+            ctx.report(node, self)
+
+
+class WhereSubstitutes(Rule):
+    code = "NZ103"
+    name = "where-substitutes-non-finite"
+    message = "where(isnan/isinf/isfinite(...)) replaces non-finite training signal"
+    doc = """\
+## What it flags
+`where(isnan(x), constant, x)` and its variants (`isinf`, `~isfinite`, `x != x`,
+`tf.where(tf.math.is_nan(x), tf.zeros_like(x), x)`) on training signal, where one branch
+is a constant, zeros or ones.
+
+## Why it is harmful
+It is `nan_to_num` written by hand: the NaN disappears, the optimizer steps on made-up
+values, and nothing records that the step was bad.
+
+## Example
+```python
+grads = jnp.where(jnp.isnan(grads), 0.0, grads)
+```
+
+## Use instead
+Raise on the first non-finite step (`nozero.check_finite`). A `where` over a padding mask
+or over input features is fine and not flagged.
+"""
+    VALID = [
+        "import jax.numpy as jnp\nlogits = jnp.where(mask, logits, -1e9)\n",
+        "import jax.numpy as jnp\nx = jnp.where(jnp.isnan(features), 0.0, features)\n",
+        "import numpy as np\nacc = np.where(np.isnan(acc), 0.0, acc)\n",
+    ]
+    INVALID = [
+        "import jax.numpy as jnp\ngrads = jnp.where(jnp.isnan(grads), 0.0, grads)\n",
+        "import torch\nloss = torch.where(torch.isfinite(loss), loss, torch.zeros_like(loss))\n",
+        "import tensorflow as tf\n"
+        "g = tf.where(tf.math.is_nan(g), tf.zeros_like(g), g)\n",
+        "import jax.numpy as xp\nupdates = xp.where(updates != updates, 0, updates)\n",
+    ]
+    node_types = (cst.Call,)
+
+    def check(self, node: cst.CSTNode, ctx: Context) -> None:
+        assert isinstance(node, cst.Call)
+        if ctx.called(node) != "where":
+            return
+        condition = _argument(node, 0, "condition")
+        branches = [_argument(node, 1, "x"), _argument(node, 2, "y")]
+        if condition is None or None in branches:
+            return
+        if any(is_constant(b, ctx) for b in branches if b) and ctx.is_nonfinite_test(condition):
+            ctx.report(node, self)
+
+
+class MaskedFillNonFinite(Rule):
+    code = "NZ104"
+    name = "masked-fill-non-finite"
+    message = "masked_fill over a non-finite mask replaces training signal"
+    doc = """\
+## What it flags
+`x.masked_fill(isnan(x), 0)`, `masked_fill_` and `torch.masked_fill(x, isnan(x), 0)` where
+the mask tests training signal for NaN or Inf.
+
+## Why it is harmful
+It zeroes exactly the values that say the step went wrong, and training goes on.
+
+## Example
+```python
+grad = grad.masked_fill(torch.isnan(grad), 0.0)
+```
+
+## Use instead
+Raise on the first non-finite step. `masked_fill` with a padding or attention mask is
+fine and not flagged.
+"""
+    VALID = [
+        "scores = scores.masked_fill(~attention_mask, float('-inf'))\n",
+        "import torch\nx = x.masked_fill(torch.isnan(x), 0.0)\n",
+    ]
+    INVALID = [
+        "import torch\ngrad = grad.masked_fill(torch.isnan(grad), 0.0)\n",
+        "import torch\nloss.masked_fill_(~torch.isfinite(loss), 0)\n",
+        "import torch\ng = torch.masked_fill(g, torch.isinf(g), 0.0)\n",
+    ]
+    node_types = (cst.Call,)
+
+    def check(self, node: cst.CSTNode, ctx: Context) -> None:
+        assert isinstance(node, cst.Call)
+        if ctx.called(node) not in vocab.MASKED_FILL:
+            return
+        positional = [a.value for a in node.args if a.keyword is None]
+        mask = _argument(node, 1 if len(positional) >= 3 else 0, "mask")
+        if mask is not None and ctx.is_nonfinite_test(mask):
+            ctx.report(node, self)
+
+
+class MaskedAssignment(Rule):
+    code = "NZ105"
+    name = "masked-assignment-of-non-finite"
+    message = "assignment through a non-finite mask overwrites training signal"
+    doc = """\
+## What it flags
+Overwriting the non-finite entries of training signal through an index mask:
+`g[isnan(g)] = 0`, `g[g != g] = 0`, `p.grad[~torch.isfinite(p.grad)] = 0`, and JAX's
+`g.at[jnp.isnan(g)].set(0)`.
+
+## Why it is harmful
+It is `nan_to_num` by hand: the evidence of a bad step is erased and the run goes on.
+
+## Example
+```python
+grads[grads != grads] = 0
+```
+
+## Use instead
+Raise on the first non-finite step. Dropping or filling non-finite *input rows* while
+loading data is fine and not flagged.
+"""
+    VALID = [
+        "import numpy as np\nfeatures[np.isnan(features)] = 0.0\n",
+        "x[mask] = 0\n",
+        "import jax.numpy as jnp\nembeddings = embeddings.at[jnp.isnan(embeddings)].set(0)\n",
+    ]
+    INVALID = [
+        "import numpy as np\ng[np.isnan(g)] = 0\n",
+        "grads[grads != grads] = 0\n",
+        "import torch\np.grad[~torch.isfinite(p.grad)] = 0.0\n",
+        "import jax.numpy as jnp\nupdates = updates.at[jnp.isnan(updates)].set(0.0)\n",
+    ]
+    node_types = (cst.Assign, cst.Call)
+
+    def check(self, node: cst.CSTNode, ctx: Context) -> None:
+        if isinstance(node, cst.Assign):
+            for target in node.targets:
+                if isinstance(target.target, cst.Subscript) and self._masked(target.target, ctx):
+                    ctx.report(node, self)
+                    return
+        elif (
+            isinstance(node, cst.Call)
+            and isinstance(node.func, cst.Attribute)
+            and isinstance(node.func.value, cst.Subscript)
+            and m.matches(node.func.value.value, m.Attribute(attr=m.Name("at")))
+            and self._masked(node.func.value, ctx)
+        ):
+            ctx.report(node, self)
+
+    @staticmethod
+    def _masked(subscript: cst.Subscript, ctx: Context) -> bool:
+        return any(
+            isinstance(element.slice, cst.Index) and ctx.is_nonfinite_test(element.slice.value)
+            for element in subscript.slice
+        )
+
+
+RULES: list[type[Rule]] = [
+    NanToNumOnSignal, NanToNumMapped, WhereSubstitutes, MaskedFillNonFinite, MaskedAssignment,
+]

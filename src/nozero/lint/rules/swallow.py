@@ -1,0 +1,141 @@
+"""NZ3xx: catching the failure a non-finite value raised, and training on."""
+
+from __future__ import annotations
+
+import libcst as cst
+
+from nozero.lint import vocab
+from nozero.lint.rules.base import Context, Rule, raises, walk
+
+
+def _caught_names(handler: cst.ExceptHandler, ctx: Context) -> set[str]:
+    """Last components of the exception classes an ``except`` clause names."""
+    if handler.type is None:
+        return set()
+    types = (
+        [e.value for e in handler.type.elements]
+        if isinstance(handler.type, cst.Tuple)
+        else [handler.type]
+    )
+    return {(ctx.qualified(t) or "").rsplit(".", 1)[-1] for t in types}
+
+
+def _try_body_is_training(handler: cst.ExceptHandler, ctx: Context) -> bool:
+    """Does the guarded ``try`` body touch training signal?"""
+    parent = ctx.ancestors[-1] if ctx.ancestors else None
+    if not isinstance(parent, cst.Try):
+        return False
+    expressions = [
+        n for n in walk(parent.body) if isinstance(n, cst.Name | cst.Attribute | cst.Call)
+    ]
+    return any(ctx.is_signal(e) for e in expressions)
+
+
+class SwallowedFloatingPointError(Rule):
+    code = "NZ301"
+    name = "swallowed-floating-point-error"
+    message = "except clause catches the non-finite failure and training goes on"
+    doc = """\
+## What it flags
+`except FloatingPointError` / `ArithmeticError` / `OverflowError` around code that
+touches loss or gradients, and `except NonFiniteError` anywhere, whose handler does not
+raise again.
+
+## Why it is harmful
+`np.errstate(all="raise")`, `torch.autograd.detect_anomaly()` or `nozero.check_finite`
+turned the NaN into an exception precisely so that training stops; catching it and
+moving on undoes that.
+
+## Example
+```python
+try:
+    loss = train_step(batch)
+except FloatingPointError:
+    continue
+```
+
+## Use instead
+Let the exception propagate, or re-raise it after saving what helps the investigation
+(`raise` at the end of the handler).
+"""
+    VALID = [
+        "try:\n    loss = step(batch)\nexcept FloatingPointError:\n    save_debug(batch)\n"
+        "    raise\n",
+        "try:\n    ratio = a / b\nexcept ArithmeticError:\n    ratio = 0.0\n",
+    ]
+    INVALID = [
+        "for batch in loader:\n    try:\n        loss = step(batch)\n"
+        "    except FloatingPointError:\n        continue\n",
+        "from nozero import NonFiniteError as NFE\ntry:\n    trainer.fit()\n"
+        "except NFE:\n    pass\n",
+        "try:\n    grads = compute(batch)\nexcept (ValueError, ArithmeticError) as err:\n"
+        "    log(err)\n",
+    ]
+    node_types = (cst.ExceptHandler,)
+
+    def check(self, node: cst.CSTNode, ctx: Context) -> None:
+        assert isinstance(node, cst.ExceptHandler)
+        caught = _caught_names(node, ctx) & vocab.NONFINITE_EXCEPTIONS
+        if not caught or raises(node, ctx):
+            return
+        if "NonFiniteError" in caught or _try_body_is_training(node, ctx):
+            ctx.report(node, self, ", ".join(sorted(caught)))
+
+
+class InspectedRuntimeError(Rule):
+    code = "NZ302"
+    name = "inspected-runtime-error"
+    message = "except clause inspects a non-finite error message and training goes on"
+    doc = """\
+## What it flags
+`except RuntimeError` (or `Exception`, `BaseException`) whose handler looks for "nan",
+"inf" or "non-finite" in the message and, in that branch, does not raise.
+
+## Why it is harmful
+Frameworks report non-finite values as `RuntimeError` (`detect_anomaly`,
+`clip_grad_norm_(error_if_nonfinite=True)`, the documented nozero error). Matching the
+message to carry on is a hand-written "skip the NaN step".
+
+## Example
+```python
+except RuntimeError as err:
+    if "nan" in str(err).lower():
+        continue
+    raise
+```
+
+## Use instead
+Let the error propagate.
+"""
+    VALID = [
+        "try:\n    run()\nexcept RuntimeError as err:\n    if 'nan' in str(err):\n"
+        "        raise SystemExit('non-finite loss') from err\n    raise\n",
+        "try:\n    run()\nexcept RuntimeError as err:\n    if 'out of memory' in str(err):\n"
+        "        shrink_batch()\n",
+    ]
+    INVALID = [
+        "for batch in data:\n    try:\n        step(batch)\n    except RuntimeError as err:\n"
+        "        if 'nan' in str(err).lower():\n            continue\n        raise\n",
+        "try:\n    fit()\nexcept Exception as e:\n"
+        "    if any(w in str(e) for w in ('NaN', 'non-finite')):\n        print('skipped')\n",
+    ]
+    node_types = (cst.ExceptHandler,)
+
+    def check(self, node: cst.CSTNode, ctx: Context) -> None:
+        assert isinstance(node, cst.ExceptHandler)
+        if not _caught_names(node, ctx) & vocab.BROAD_EXCEPTIONS:
+            return
+        for branch in walk(node.body):
+            if (
+                isinstance(branch, cst.If)
+                and any(
+                    isinstance(s, cst.SimpleString) and vocab.NONFINITE_TEXT.search(s.value)
+                    for s in walk(branch.test)
+                )
+                and not raises(branch.body, ctx)
+            ):
+                ctx.report(node, self)
+                return
+
+
+RULES: list[type[Rule]] = [SwallowedFloatingPointError, InspectedRuntimeError]

@@ -1,0 +1,423 @@
+"""Training-signal tracking over the standard library's ``ast`` of one whole file.
+
+Rules match shapes with libcst on a few candidate statements; whether a matched value is
+training signal (loss, gradients, updates, parameters, optimizer state) is a question
+about the whole file: a name may be assigned from ``jax.grad`` in the same function, a
+helper elsewhere in the file may return gradients or test them for NaN. This module
+answers those questions from the ``ast`` of the entire file, lazily and memoized, so the
+answer never depends on which statements libcst was shown.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from functools import cached_property
+
+from nozero.lint import vocab
+from nozero.lint.imports import child_statements, dotted_name, last_part, resolve
+
+FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef
+_SCOPE_BOUNDARY = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+# Reductions that keep a finiteness test a test (``isnan(g).any()``, ``jnp.all(ok)``).
+_BOOLEAN_CALLS = frozenset(
+    {"all", "any", "bool", "logical_and", "logical_or", "logical_not", "tree_all", "item"}
+)
+
+
+def scope_nodes(root: ast.AST) -> Iterator[ast.AST]:
+    """Every node of one scope: nested functions and classes are their own scopes."""
+    stack = list(ast.iter_child_nodes(root))
+    while stack:
+        node = stack.pop()
+        yield node
+        if not isinstance(node, _SCOPE_BOUNDARY):
+            stack.extend(ast.iter_child_nodes(node))
+
+
+def bound_names(target: ast.AST) -> set[str]:
+    """Names a binding target binds (``(a, b), *c`` -> a, b, c); attributes bind none."""
+    if isinstance(target, ast.Name):
+        return {target.id}
+    if isinstance(target, ast.Starred):
+        return bound_names(target.value)
+    if isinstance(target, ast.Tuple | ast.List):
+        return set().union(*(bound_names(elt) for elt in target.elts))
+    return set()
+
+
+def parameter_names(fn: FunctionNode | ast.Lambda) -> set[str]:
+    args = fn.args
+    every = [*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg]
+    return {a.arg for a in every if a is not None} - {"self", "cls"}
+
+
+def _bindings(root: ast.AST) -> list[tuple[set[str], ast.expr]]:
+    """(names, value) for each binding in the scope of ``root``."""
+    found: list[tuple[set[str], ast.expr]] = []
+    for node in scope_nodes(root):
+        if isinstance(node, ast.Assign):
+            names = set().union(*(bound_names(t) for t in node.targets))
+            found.append((names, node.value))
+        elif isinstance(node, ast.AnnAssign | ast.AugAssign | ast.NamedExpr) and node.value:
+            found.append((bound_names(node.target), node.value))
+        elif isinstance(node, ast.For | ast.AsyncFor | ast.comprehension):
+            found.append((bound_names(node.target), node.iter))
+        elif isinstance(node, ast.withitem) and node.optional_vars is not None:
+            found.append((bound_names(node.optional_vars), node.context_expr))
+    return [(names, value) for names, value in found if names]
+
+
+@dataclass
+class Scope:
+    """What one function (or the module body) knows about its names."""
+
+    signal: set[str] = field(default_factory=set)  # tainted by origin
+    grad_functions: set[str] = field(default_factory=set)  # results of jax.grad(...)
+    flags: set[str] = field(default_factory=set)  # results of finiteness tests on signal
+    guarded: bool = False  # raises, or records the failure so that a caller raises
+
+
+class FileFacts:
+    """Lazy, memoized answers about training signal in one parsed file."""
+
+    def __init__(self, tree: ast.Module, source: str, aliases: dict[str, str]) -> None:
+        self.tree = tree
+        self.source = source
+        self.aliases = aliases
+        self._scopes: dict[int, Scope] = {}
+        self._helper_memo: dict[tuple[str, str], bool] = {}
+        self._parsed: dict[str, tuple[ast.expr, str]] = {}
+
+    # ---- the file's functions -------------------------------------------------------
+    @cached_property
+    def _functions(self) -> dict[int, tuple[FunctionNode, FunctionNode | None]]:
+        """def line -> (function, enclosing function or None)."""
+        found: dict[int, tuple[FunctionNode, FunctionNode | None]] = {}
+        stack: list[tuple[ast.AST, FunctionNode | None]] = [(self.tree, None)]
+        while stack:
+            node, enclosing = stack.pop()
+            for child in child_statements(node):
+                if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef):
+                    found[child.lineno] = (child, enclosing)
+                    stack.append((child, child))
+                else:
+                    stack.append((child, enclosing))
+        return found
+
+    @cached_property
+    def _functions_by_name(self) -> dict[str, list[FunctionNode]]:
+        by_name: dict[str, list[FunctionNode]] = {}
+        for fn, _ in self._functions.values():
+            by_name.setdefault(fn.name, []).append(fn)
+        return by_name
+
+    def defines_function(self, name: str) -> bool:
+        return name in self._functions_by_name
+
+    def helper_name(self, func: ast.expr) -> str | None:
+        """The same-file function a call goes to (``helper(...)``, ``self.helper(...)``)."""
+        if isinstance(func, ast.Name):
+            name = func.id
+        elif isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and (
+            func.value.id in ("self", "cls")
+        ):
+            name = func.attr
+        else:
+            return None
+        return name if name in self._functions_by_name else None
+
+    def function_at(self, line: int) -> FunctionNode | None:
+        entry = self._functions.get(line)
+        return entry[0] if entry else None
+
+    # ---- scopes ---------------------------------------------------------------------
+    def scope(self, key: int) -> Scope:
+        """Facts for the function defined on line ``key`` (0: the module body)."""
+        if key not in self._scopes:
+            self._scopes[key] = Scope()  # guards recursion through helpers
+            self._scopes[key] = self._compute_scope(key)
+        return self._scopes[key]
+
+    def _compute_scope(self, key: int) -> Scope:
+        entry = self._functions.get(key)
+        if entry is None:
+            root: ast.AST = self.tree
+            scope = Scope()
+        else:
+            root, enclosing = entry
+            parent = self.scope(enclosing.lineno if enclosing else 0)
+            scope = Scope(set(parent.signal), set(parent.grad_functions), set(parent.flags))
+        bindings = _bindings(root)
+        changed = True
+        while changed:
+            changed = False
+            for names, value in bindings:
+                plain = {n for n in names if not vocab.is_metric_name(n)}
+                if self._is_grad_transform(value, scope) and not plain <= scope.grad_functions:
+                    scope.grad_functions |= plain
+                    changed = True
+                if not plain <= scope.signal and self.is_signal(value, scope):
+                    scope.signal |= plain
+                    changed = True
+                if not names <= scope.flags and self.is_nonfinite_test(value, scope, self.source):
+                    scope.flags |= names
+                    changed = True
+        scope.guarded = self._raises(root) or self._records(root, scope)
+        return scope
+
+    # ---- expressions ----------------------------------------------------------------
+    def qualified(self, node: ast.expr) -> str | None:
+        dotted = dotted_name(node)
+        return resolve(dotted, self.aliases) if dotted else None
+
+    def _is_grad_transform(self, value: ast.expr, scope: Scope) -> bool:
+        if isinstance(value, ast.Call):
+            qualified = self.qualified(value.func) or ""
+            if last_part(qualified) in vocab.GRAD_TRANSFORMS and not qualified.startswith(
+                "torch."
+            ):
+                return True
+            if last_part(qualified) == "partial" and value.args:
+                return self._is_grad_transform(value.args[0], scope)
+            return isinstance(value.func, ast.Name) and value.func.id in scope.grad_functions
+        return isinstance(value, ast.Name) and value.id in scope.grad_functions
+
+    def is_signal(self, expr: ast.expr, scope: Scope) -> bool:
+        """Does ``expr`` carry training signal (by name, by origin or through a helper)?"""
+        for node in ast.walk(expr):
+            if isinstance(node, ast.Name):
+                if node.id in scope.signal or vocab.is_signal_name(node.id):
+                    return True
+            elif isinstance(node, ast.Attribute):
+                chain = (dotted_name(node) or node.attr).split(".")
+                if vocab.is_signal_name(node.attr) and not any(
+                    vocab.is_metric_name(part) for part in chain
+                ):
+                    return True
+            elif isinstance(node, ast.Call) and self._call_returns_signal(node, scope):
+                return True
+        return False
+
+    def _call_returns_signal(self, call: ast.Call, scope: Scope) -> bool:
+        if self._is_grad_transform(call.func, scope):
+            return True
+        qualified = self.qualified(call.func) or ""
+        if last_part(qualified) in vocab.GRAD_CALLS or qualified == "torch.autograd.grad":
+            return True
+        helper = self.helper_name(call.func)
+        return helper is not None and self._helper_returns_signal(helper)
+
+    def is_nonfinite_test(self, expr: ast.expr, scope: Scope, text: str) -> bool:
+        """Is ``expr`` a test of training signal for NaN/Inf (``isnan(loss)``, ``g != g``,
+        a flag assigned from such a test, a same-file predicate helper)?
+
+        ``text`` is the source ``expr`` was parsed from; a self-comparison only counts when
+        its text reads ``x != x``, which keeps the textual pre-filter exact."""
+        if isinstance(expr, ast.Name):
+            return expr.id in scope.flags
+        if isinstance(expr, ast.Compare):
+            if (
+                len(expr.ops) == 1
+                and isinstance(expr.ops[0], ast.NotEq)
+                and dotted_name(expr.left) is not None
+                and ast.dump(expr.left) == ast.dump(expr.comparators[0])
+                and vocab.SELF_NOT_EQUAL.search(ast.get_source_segment(text, expr) or "")
+                and self.is_signal(expr.left, scope)
+            ):
+                return True
+            return any(
+                self.is_nonfinite_test(e, scope, text) for e in (expr.left, *expr.comparators)
+            )
+        if isinstance(expr, ast.Call):
+            return self._is_nonfinite_call(expr, scope, text)
+        if isinstance(expr, ast.BoolOp):
+            return any(self.is_nonfinite_test(v, scope, text) for v in expr.values)
+        if isinstance(expr, ast.UnaryOp):
+            return self.is_nonfinite_test(expr.operand, scope, text)
+        if isinstance(expr, ast.BinOp) and isinstance(
+            expr.op, ast.BitAnd | ast.BitOr | ast.BitXor
+        ):
+            return any(self.is_nonfinite_test(e, scope, text) for e in (expr.left, expr.right))
+        if isinstance(expr, ast.Attribute):  # ``jnp.isnan(g).any`` before it is called
+            return self.is_nonfinite_test(expr.value, scope, text)
+        if isinstance(expr, ast.GeneratorExp | ast.ListComp):
+            return self.is_nonfinite_test(expr.elt, scope, text)
+        return False
+
+    def _is_nonfinite_call(self, call: ast.Call, scope: Scope, text: str) -> bool:
+        name = last_part(self.qualified(call.func) or getattr(call.func, "attr", None))
+        subject = self.predicate_subject(call)
+        if subject is not None:
+            return self.is_signal(subject, scope)
+        helper = self.helper_name(call.func)
+        if helper is not None and self.is_predicate_helper(helper):
+            return any(self.is_signal(a, scope) for a in call.args)
+        if any(self.is_predicate_reference(a) for a in call.args):  # tree_map(isfinite, g)
+            return any(self.is_signal(a, scope) for a in call.args)
+        if name in vocab.SELECTORS:
+            return False
+        receiver = [call.func.value] if isinstance(call.func, ast.Attribute) else []
+        if name in _BOOLEAN_CALLS or receiver:
+            return any(
+                self.is_nonfinite_test(e, scope, text)
+                for e in (*receiver, *call.args, *(k.value for k in call.keywords))
+            )
+        return False
+
+    def predicate_subject(self, call: ast.Call) -> ast.expr | None:
+        """What ``isnan(x)`` / ``x.isnan()`` tests, or None when ``call`` is no such test."""
+        name = last_part(self.qualified(call.func) or getattr(call.func, "attr", None))
+        if name not in vocab.PREDICATES:
+            return None
+        if call.args:
+            return call.args[0]
+        if call.keywords:
+            return call.keywords[0].value
+        return call.func.value if isinstance(call.func, ast.Attribute) else None
+
+    def is_predicate_reference(self, node: ast.expr) -> bool:
+        """``jnp.isfinite`` used as a value (not called)."""
+        return isinstance(node, ast.Name | ast.Attribute) and (
+            last_part(self.qualified(node)) in vocab.PREDICATES
+        )
+
+    # ---- guards: does the scope raise, or record the failure for a raise? -------------
+    def _raises(self, root: ast.AST) -> bool:
+        for node in ast.walk(root):
+            if isinstance(node, ast.Raise | ast.Assert):
+                return True
+            if isinstance(node, ast.Call):
+                if last_part(self.qualified(node.func)) in vocab.RAISING_CALLS:
+                    return True
+                helper = self.helper_name(node.func)
+                if helper is not None and self.is_raising_helper(helper):
+                    return True
+        return False
+
+    def _records(self, root: ast.AST, scope: Scope) -> bool:
+        """Is a finiteness flag kept (returned, stored, passed on) rather than only used to
+        pick between old and new values?"""
+        if not scope.flags:
+            return False
+        kept = set(scope.flags)
+        for names, value in _bindings(root):  # ``first_bad = where(ok, first_bad, step)``
+            if self._mentions(value, kept, scope):
+                kept |= {n for n in names if not vocab.is_signal_name(n)}
+        for node in scope_nodes(root):
+            if isinstance(node, ast.Return | ast.Yield) and node.value is not None:
+                values: list[ast.expr] = [node.value]
+            elif isinstance(node, ast.Assign) and not all(
+                isinstance(t, ast.Name) for t in node.targets
+            ):
+                values = [node.value]
+            elif isinstance(node, ast.Dict):
+                values = [v for v in node.values if v is not None]
+            elif isinstance(node, ast.Call) and last_part(
+                self.qualified(node.func) or getattr(node.func, "attr", None)
+            ) not in (vocab.SELECTORS | _BOOLEAN_CALLS):
+                values = [*node.args, *(k.value for k in node.keywords)]
+            else:
+                continue
+            if any(self._mentions(v, kept, scope) for v in values):
+                return True
+        return False
+
+    def _mentions(self, expr: ast.expr, names: set[str], scope: Scope) -> bool:
+        """Does ``expr`` use one of ``names`` other than to choose between signal values?"""
+        if isinstance(expr, ast.Name):
+            return expr.id in names
+        if isinstance(expr, ast.Lambda):
+            return False
+        if isinstance(expr, ast.Call) and expr.args and last_part(
+            self.qualified(expr.func) or getattr(expr.func, "attr", None)
+        ) in vocab.SELECTORS:
+            if any(self.is_signal(a, scope) for a in expr.args[1:]):
+                return False
+        return any(
+            self._mentions(child, names, scope)
+            for child in ast.iter_child_nodes(expr)
+            if isinstance(child, ast.expr)
+        )
+
+    # ---- same-file helpers ----------------------------------------------------------
+    def _helper(self, kind: str, name: str) -> bool:
+        key = (kind, name)
+        if key not in self._helper_memo:
+            self._helper_memo[key] = False  # recursion guard
+            check = getattr(self, f"_{kind}")
+            self._helper_memo[key] = any(check(fn) for fn in self._functions_by_name[name])
+        return self._helper_memo[key]
+
+    def _helper_returns_signal(self, name: str) -> bool:
+        return self._helper("returns_signal", name)
+
+    def is_predicate_helper(self, name: str) -> bool:
+        return self._helper("tests_parameter", name)
+
+    def is_sanitizer_helper(self, name: str) -> bool:
+        """A same-file function that replaces non-finite values of its argument (a helper
+        named for plots or metrics is left alone, like the values it cleans)."""
+        return not vocab.is_metric_name(name) and self._helper("sanitizes_parameter", name)
+
+    def is_raising_helper(self, name: str) -> bool:
+        return self._helper("always_raises", name)
+
+    def _returns_signal(self, fn: FunctionNode) -> bool:
+        scope = self.scope(fn.lineno)
+        return any(
+            isinstance(node, ast.Return) and node.value is not None
+            and self.is_signal(node.value, scope)
+            for node in scope_nodes(fn)
+        )
+
+    def _parameter_scope(self, fn: FunctionNode) -> Scope:
+        """The function's scope, assuming its parameters are training signal."""
+        scope = self.scope(fn.lineno)
+        return Scope(scope.signal | parameter_names(fn), scope.grad_functions, scope.flags)
+
+    def _tests_parameter(self, fn: FunctionNode) -> bool:
+        scope = self._parameter_scope(fn)
+        return any(
+            isinstance(node, ast.Return) and node.value is not None
+            and self.is_nonfinite_test(node.value, scope, self.source)
+            for node in scope_nodes(fn)
+        )
+
+    def _sanitizes_parameter(self, fn: FunctionNode) -> bool:
+        scope = self._parameter_scope(fn)
+        for node in scope_nodes(fn):
+            if not isinstance(node, ast.Call):
+                continue
+            name = last_part(self.qualified(node.func) or getattr(node.func, "attr", None))
+            if name in vocab.SANITIZERS:
+                subjects = [*node.args[:1], *(k.value for k in node.keywords)]
+                if isinstance(node.func, ast.Attribute):
+                    subjects.append(node.func.value)
+                if any(self.is_signal(s, scope) for s in subjects):
+                    return True
+            elif name in vocab.MASKED_FILL | {"where"} and node.args:
+                mask = node.args[0 if name == "where" or len(node.args) < 3 else 1]
+                if self.is_nonfinite_test(mask, scope, self.source):
+                    return True
+        return False
+
+    def _always_raises(self, fn: FunctionNode) -> bool:
+        return any(isinstance(node, ast.Raise) for node in scope_nodes(fn))
+
+    # ---- queries from rules, on the code of a libcst node ----------------------------
+    def parse_expression(self, code: str) -> tuple[ast.expr, str]:
+        """The ``ast`` of one expression's code, and the text positions refer to."""
+        if code not in self._parsed:
+            text = f"(\n{code}\n)"
+            self._parsed[code] = (ast.parse(text, mode="eval").body, text)
+        return self._parsed[code]
+
+    def code_is_signal(self, code: str, key: int) -> bool:
+        expr, _ = self.parse_expression(code)
+        return self.is_signal(expr, self.scope(key))
+
+    def code_is_nonfinite_test(self, code: str, key: int) -> bool:
+        expr, text = self.parse_expression(code)
+        return self.is_nonfinite_test(expr, self.scope(key), text)
