@@ -106,8 +106,12 @@ def _variant_of(draw: st.DrawFn, array: np.ndarray) -> np.ndarray:
         return np.zeros_like(array)
     if variant == "rescaled":
         cap = _large_cap(array.dtype)
-        factor = draw(st.sampled_from([m for m in MAGNITUDES if m <= cap] + [cap]))
-        return (array.astype(np.float64) * factor).astype(array.dtype)
+        target = draw(st.sampled_from(sorted({m for m in MAGNITUDES if m <= cap} | {cap})))
+        peak = float(np.abs(array).max())
+        if peak == 0.0:
+            return array
+        # Rescale so the largest magnitude is exactly ``target``: never beyond the cap.
+        return (array.astype(np.float64) * (target / peak)).astype(array.dtype)
     if variant == "constant columns":
         out = array.copy()
         if out.ndim == 1:

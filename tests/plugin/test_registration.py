@@ -1,0 +1,204 @@
+"""How trainers are registered and configured: fixture, parametrized fixture, ini option,
+command line; usage errors; Hypothesis's own options keep working."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest_plugins = ["pytester"]
+
+FAST = ("--nozero-steps=3", "--nozero-examples=5", "-p", "no:cacheprovider")
+FIXTURE = """
+import pytest
+from numpy_trainers import make_trainer
+
+@pytest.fixture
+def nozero_trainer():
+    return make_trainer()
+"""
+
+
+def test_without_nozero_the_plugin_adds_no_items(contract_dir):
+    contract_dir.makeconftest(FIXTURE)
+    contract_dir.makepyfile(test_plain="def test_plain():\n    pass\n")
+    result = contract_dir.runpytest_inprocess(*FAST, "--collect-only", "-q")
+    result.stdout.fnmatch_lines(["test_plain.py::test_plain", "1 test collected*"])
+    result.stdout.no_fnmatch_line("*nozero::*")
+
+
+def test_no_trainer_registered_is_a_usage_error_saying_how_to_register(pytester):
+    pytester.makepyfile(test_plain="def test_plain():\n    pass\n")
+    result = pytester.runpytest_inprocess("--nozero")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        ["ERROR: --nozero found no trainer to test. Register one: a fixture named*"]
+    )
+    assert "nozero_trainer = pkg.module:factory" in result.stderr.str()
+
+
+def test_ini_option_nozero_enables_the_contract(contract_dir):
+    contract_dir.makeconftest(FIXTURE)
+    contract_dir.makeini("[pytest]\nnozero = true\n")
+    result = contract_dir.runpytest_inprocess(*FAST, "--collect-only", "-q")
+    result.stdout.fnmatch_lines(["nozero::halts[[]nozero_trainer[]]", "4 tests collected*"])
+
+
+def test_parametrized_fixture_registers_one_set_per_trainer(contract_dir):
+    contract_dir.makeconftest(
+        """
+        import pytest
+        import numpy_trainers
+
+        @pytest.fixture(params=["numpy_sgd", "numpy_sgd_again"])
+        def nozero_trainer(request):
+            return numpy_trainers.make_trainer()
+        """
+    )
+    result = contract_dir.runpytest_inprocess("--nozero", *FAST, "-v")
+    result.assert_outcomes(passed=8)
+    for trainer in ("numpy_sgd", "numpy_sgd_again"):
+        result.stdout.fnmatch_lines([f"nozero::never_continue[[]{trainer}[]] PASSED*"])
+
+
+def test_fixture_name_gives_the_id_and_a_subdirectory_conftest_is_found(contract_dir):
+    contract_dir.mkpydir("suite")
+    contract_dir.path.joinpath("suite", "conftest.py").write_text(
+        "import pytest\nfrom numpy_trainers import make_trainer\n\n"
+        "@pytest.fixture(name='nozero_trainer')\ndef numpy_logistic():\n"
+        "    return make_trainer()\n"
+    )
+    result = contract_dir.runpytest_inprocess("--nozero", *FAST, "-v")
+    result.assert_outcomes(passed=4)
+    result.stdout.fnmatch_lines(["suite/nozero::halts[[]numpy_logistic[]] PASSED*"])
+
+
+def test_ini_factory_and_command_line_factory_register_trainers(contract_dir):
+    contract_dir.makeini("[pytest]\nnozero_trainer =\n    numpy_trainers:correct\n")
+    result = contract_dir.runpytest_inprocess(
+        "--nozero", *FAST, "--nozero-trainer=numpy_trainers:make_trainer", "-v"
+    )
+    result.assert_outcomes(passed=8)
+    result.stdout.fnmatch_lines(
+        [
+            "nozero::halts[[]numpy_trainers:make_trainer[]] PASSED*",
+            "nozero::halts[[]numpy_trainers:correct[]] PASSED*",
+        ]
+    )
+
+
+@pytest.mark.parametrize(
+    ("args", "ini", "message"),
+    [
+        (["--nozero-examples=0"], "", "--nozero-examples must be a whole number >= 1, got '0'"),
+        ([], "nozero_steps = many", "ini option nozero_steps must be a whole number >= 1"),
+        ([], "nozero_trainer = no colon", "nozero_trainer 'no colon' is not of the form"),
+        ([], "nozero_trainer = missing_mod:make", "cannot import missing_mod"),
+        ([], "nozero_trainer = numpy_trainers:nothing", "numpy_trainers has no nothing"),
+    ],
+)
+def test_bad_settings_are_usage_errors_naming_the_setting(contract_dir, args, ini, message):
+    contract_dir.makeini(f"[pytest]\n{ini}\n")
+    result = contract_dir.runpytest_inprocess("--nozero", *args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert message in result.stderr.str()
+
+
+def test_steps_and_examples_reach_the_trainer(contract_dir):
+    contract_dir.makeconftest(
+        """
+        import pytest
+        from numpy_trainers import make_trainer
+        from nozero.testing import TrainerUnderTest
+
+        CALLS = []
+
+        @pytest.fixture
+        def nozero_trainer():
+            inner = make_trainer()
+
+            def run(batches):
+                CALLS.append(len(batches))
+                return inner.run(batches)
+
+            return TrainerUnderTest(inner.batch_spec, run, make_clean_batch=inner.make_clean_batch)
+
+        def pytest_sessionfinish(session):
+            with open("calls.txt", "w") as out:
+                out.write(" ".join(map(str, CALLS)))
+        """
+    )
+    contract_dir.makeini("[pytest]\nnozero_steps = 5\nnozero_examples = 50\n")
+    contract_dir.runpytest_inprocess(
+        "--nozero", "--nozero-examples=7", "-k", "no_false_alarm"
+    ).assert_outcomes(passed=1, deselected=3)
+    calls = [int(n) for n in (contract_dir.path / "calls.txt").read_text().split()]
+    assert set(calls) == {5}  # the ini value
+    assert 2 + 1 <= len(calls) <= 2 + 7  # two explicit examples, at most 7 generated
+
+
+FINGERPRINT = """
+import hashlib
+import pytest
+from hypothesis import Phase, settings
+from numpy_trainers import make_trainer
+from nozero.testing import TrainerUnderTest
+
+settings.register_profile("no_database", database=None)
+settings.register_profile("explicit_only", database=None, phases=[Phase.explicit])
+SEEN = []
+
+@pytest.fixture
+def nozero_trainer():
+    inner = make_trainer()
+
+    def run(batches):
+        SEEN.append(hashlib.sha1(b"".join(b["x"].tobytes() for b in batches)).hexdigest())
+        return inner.run(batches)
+
+    return TrainerUnderTest(inner.batch_spec, run)
+
+def pytest_sessionfinish(session):
+    with open("seen.txt", "w") as out:
+        out.write("\\n".join(SEEN))
+"""
+
+
+def test_hypothesis_seed_and_profile_options_apply(contract_dir):
+    contract_dir.makeconftest(FINGERPRINT)
+
+    def drawn(*options: str) -> list[str]:
+        contract_dir.runpytest_inprocess(
+            "--nozero", *FAST, "-k", "no_false_alarm", *options
+        ).assert_outcomes(passed=1, deselected=3)
+        return (contract_dir.path / "seen.txt").read_text().split()
+
+    first = drawn("--hypothesis-profile=no_database", "--hypothesis-seed=1")
+    assert len(first) > 2
+    assert drawn("--hypothesis-profile=no_database", "--hypothesis-seed=1") == first
+    assert drawn("--hypothesis-profile=no_database", "--hypothesis-seed=2") != first
+    assert len(drawn("--hypothesis-profile=explicit_only")) == 2  # the explicit examples only
+    assert not (contract_dir.path / ".hypothesis" / "examples").exists()
+
+
+def test_example_database_replays_a_failure(contract_dir):
+    contract_dir.makeconftest(
+        """
+        import pytest
+        from numpy_trainers import make_trainer
+
+        @pytest.fixture
+        def nozero_trainer():
+            return make_trainer("check_every_500")
+        """
+    )
+    first = contract_dir.runpytest_inprocess(
+        "--nozero", *FAST, "--nozero-examples=40", "-k", "halts"
+    )
+    first.assert_outcomes(failed=1, deselected=3)
+    assert list((contract_dir.path / ".hypothesis" / "examples").iterdir())
+    # One example is enough now: the saved failing case runs first.
+    again = contract_dir.runpytest_inprocess(
+        "--nozero", "--nozero-steps=3", "--nozero-examples=1", "-k", "halts"
+    )
+    again.assert_outcomes(failed=1, deselected=3)
+    again.stdout.fnmatch_lines(["*reported step 2, but the poison is at step 1*"])
