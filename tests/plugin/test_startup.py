@@ -1,0 +1,62 @@
+"""Without --nozero the plugin costs nothing: no heavy imports, no measurable start-up time.
+
+Real subprocesses: every pytest run in an environment with nozero installed pays this.
+"""
+
+from __future__ import annotations
+
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HEAVY = ("numpy", "hypothesis", "jax", "nozero._contracts_pytest", "nozero.testing")
+DUMP_MODULES = """
+import sys
+
+def test_dump_modules():
+    with open("modules.txt", "w") as out:
+        out.write("\\n".join(sorted(sys.modules)))
+"""
+
+
+def _pytest(directory: Path, *args: str) -> float:
+    """Run pytest in ``directory``; return the wall time in seconds."""
+    start = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args],
+        cwd=directory,
+        capture_output=True,
+        text=True,
+    )
+    elapsed = time.perf_counter() - start
+    assert done.returncode == 0, done.stdout + done.stderr
+    return elapsed
+
+
+def _modules(directory: Path, *args: str) -> set[str]:
+    _pytest(directory, *args)
+    return set((directory / "modules.txt").read_text().split())
+
+
+def test_plugin_imports_nothing_heavy_without_nozero(tmp_path):
+    (tmp_path / "test_modules.py").write_text(DUMP_MODULES)
+    with_plugin = _modules(tmp_path)
+    without_plugin = _modules(tmp_path, "-p", "no:nozero")
+    assert "nozero.pytest_plugin" in with_plugin
+    assert "nozero.pytest_plugin" not in without_plugin
+    heavy = {name for name in with_plugin if name.split(".")[0] in HEAVY or name in HEAVY}
+    assert not heavy, f"imported without --nozero: {sorted(heavy)}"
+    added = with_plugin - without_plugin
+    assert added <= {"nozero", "nozero.contract", "nozero.pytest_plugin"}, sorted(added)
+
+
+def test_startup_stays_within_50ms_of_running_without_the_plugin(tmp_path):
+    (tmp_path / "test_one.py").write_text("def test_one():\n    pass\n")
+    with_plugin, without_plugin = [], []
+    for _ in range(7):  # interleaved, so machine load hits both sides alike
+        with_plugin.append(_pytest(tmp_path))
+        without_plugin.append(_pytest(tmp_path, "-p", "no:nozero"))
+    overhead = statistics.median(with_plugin) - statistics.median(without_plugin)
+    assert overhead < 0.050, f"median start-up overhead {overhead * 1000:.0f} ms"
