@@ -88,7 +88,7 @@ def _codes(value: str) -> list[str]:
 
 
 def _lint(args: argparse.Namespace) -> int:
-    from nozero.lint.cache import Cache, config_key
+    from nozero.lint.cache import Cache, cached_rule_infos, config_key
     from nozero.lint.config import load_settings, select_codes
     from nozero.lint.files import FileFinder
     from nozero.lint.output import render, rule_infos, statistics
@@ -106,14 +106,15 @@ def _lint(args: argparse.Namespace) -> int:
         [Path(stdin_name) if args.stdin_filename else Path.cwd()] if reading_stdin else paths
     )
     settings = load_settings(start, args.config)
-    infos = rule_infos()
+    cache_dir = args.cache_dir or settings.project_root / ".nozero_cache"
+    if args.no_cache:
+        cache_dir = None
+    infos = rule_infos() if cache_dir is None else cached_rule_infos(cache_dir)
     default_codes = {code for code, info in infos.items() if info.default_enabled}
     selection = select_codes(settings, infos, default_codes, args.select, args.ignore)
-
     cache = None
-    if not args.no_cache:
-        directory = args.cache_dir or settings.project_root / ".nozero_cache"
-        cache = Cache(directory, config_key(selection.enabled, args.require_reason))
+    if cache_dir is not None:
+        cache = Cache(cache_dir, config_key(selection.enabled, args.require_reason))
     runner = Runner(selection, args.require_reason, cache, args.jobs, _progress_printer())
     if reading_stdin:
         report = runner.lint_stdin(sys.stdin.buffer.read(), stdin_name)

@@ -3,7 +3,10 @@ configuration is ever answered with stale findings."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -42,6 +45,15 @@ def files(tmp_path: Path) -> list[Path]:
     return paths
 
 
+def test_the_runner_finding_mirrors_the_engine_finding():
+    from nozero.lint import engine, runner
+
+    def shape(cls):
+        return [(f.name, f.type, f.default) for f in dataclasses.fields(cls)]
+
+    assert shape(runner.Finding) == shape(engine.Finding)
+
+
 def test_a_warm_run_serves_every_file_from_the_cache(tmp_path, files, nan_code):
     cold = runner(tmp_path / "cache", jobs=2).lint_files(files)
     assert cold.from_cache == 0
@@ -67,7 +79,7 @@ def test_a_file_rewritten_within_the_same_tick_is_re_linted(tmp_path, nan_code):
 
 def test_an_edited_file_is_re_linted_and_an_untouched_one_is_not(tmp_path, files, nan_code):
     runner(tmp_path / "cache").lint_files(files)
-    files[0].write_text(GOOD_SOURCE, encoding="utf-8")  # was BAD_SOURCE
+    files[0].write_text(GOOD_SOURCE + "# edited\n", encoding="utf-8")  # was BAD_SOURCE
     report = runner(tmp_path / "cache").lint_files(files)
     assert report.from_cache == len(files) - 1
     assert str(files[0]) not in {f.path for f in report.findings}
@@ -135,3 +147,21 @@ def test_warm_cli_run_is_fast_on_many_files(lint, tmp_path):
     start = time.perf_counter()
     assert lint().code == 0
     assert time.perf_counter() - start < 1.0
+
+
+def test_a_warm_run_never_imports_libcst(tmp_path):
+    for index in range(5):
+        write(tmp_path / f"m{index}.py", BAD_SOURCE + f"X = {index}\n")
+    probe = (
+        "import sys; from nozero.cli import main; code = main(['lint', '.']);"
+        " print(code, 'libcst' in sys.modules)"
+    )
+
+    def run() -> str:
+        return subprocess.run(
+            [sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True,
+            check=True,
+        ).stdout.split("\n")[-2]
+
+    assert run() == "1 True"  # cold: the engine (and libcst) lint the files
+    assert run() == "1 False"  # warm: findings, rule names and codes all from the cache

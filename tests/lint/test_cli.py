@@ -164,7 +164,9 @@ def test_noqa_suppresses_and_require_reason_demands_a_reason(lint, tmp_path, nan
     assert (plain.code, plain.out) == (0, "")
     strict = lint("--require-reason")
     assert strict.code == 1
-    assert [line.split(":")[0] for line in strict.lines()] == ["bare.py"]
+    # The bare comment no longer suppresses, and is itself reported.
+    reported = sorted((line.split(":")[0], line.split()[1]) for line in strict.lines())
+    assert reported == [("bare.py", "NZ002"), ("bare.py", nan_code)]
 
 
 def test_statistics_counts_findings_per_code(lint, tmp_path, nan_code):

@@ -14,6 +14,8 @@ timestamp tick is re-hashed, never served stale findings.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import hashlib
 import json
 import os
@@ -23,6 +25,7 @@ from collections.abc import Collection
 from pathlib import Path
 
 from nozero import __version__
+from nozero.lint.output import RuleInfo, rule_infos
 
 FORMAT_VERSION = 1
 RACY_WINDOW_NS = 2_000_000_000
@@ -33,12 +36,12 @@ def content_hash(data: bytes) -> str:
     return hashlib.blake2b(data, digest_size=16).hexdigest()
 
 
-def config_key(enabled: Collection[str], require_reason: bool) -> str:
-    """Everything that changes findings for the same bytes: the tool's version and its
-    lint code (so an edited rule never serves old results), the enabled codes and
-    ``require_reason``. Per-file ignores are applied after the cache, by path."""
+@functools.cache
+def code_fingerprint() -> str:
+    """The tool's version and the text of its lint code: an edited rule never serves
+    results (or rule listings) cached by the code before the edit."""
     digest = hashlib.blake2b(digest_size=16)
-    digest.update(f"{FORMAT_VERSION}|{__version__}|{sorted(enabled)}|{require_reason}".encode())
+    digest.update(f"{FORMAT_VERSION}|{__version__}".encode())
     lint_package = Path(__file__).parent
     for source in sorted(lint_package.rglob("*.py")):
         digest.update(source.relative_to(lint_package).as_posix().encode())
@@ -46,12 +49,31 @@ def config_key(enabled: Collection[str], require_reason: bool) -> str:
     return digest.hexdigest()
 
 
+def config_key(enabled: Collection[str], require_reason: bool) -> str:
+    """Everything that changes findings for the same bytes: the code, the enabled codes
+    and ``require_reason``. Per-file ignores are applied after the cache, by path."""
+    text = f"{code_fingerprint()}|{sorted(enabled)}|{require_reason}"
+    return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
+
+
+def cached_rule_infos(directory: Path) -> dict[str, RuleInfo]:
+    """The rules' codes, names, defaults and texts, from a snapshot kept beside the
+    results, so that a warm run never imports the rules (and libcst) at all."""
+    snapshot = directory / f"rules-{code_fingerprint()}.json"
+    try:
+        return {row["code"]: RuleInfo(**row) for row in json.loads(snapshot.read_text("utf-8"))}
+    except (OSError, ValueError, KeyError, TypeError):
+        infos = rule_infos()
+        write_json_atomically(snapshot, [dataclasses.asdict(info) for info in infos.values()])
+        return infos
+
+
 class Cache:
     """Read once at start, written once (atomically) at the end of a run."""
 
     def __init__(self, directory: Path, key: str) -> None:
         self.directory = directory
-        self.file = directory / f"results-{key}.json"
+        self.file = directory / f"results-{code_fingerprint()[:16]}-{key[:16]}.json"
         self.started_ns = time.time_ns()
         self.dirty = False
         try:
@@ -92,15 +114,28 @@ class Cache:
             return
         referenced = {entry[2] for entry in self.files.values()}
         results = {d: rows for d, rows in self.results.items() if d in referenced}
-        try:
-            self.directory.mkdir(parents=True, exist_ok=True)
-            _mark_cache_directory(self.directory)
-            handle, temp = tempfile.mkstemp(dir=self.directory, prefix=".tmp-", suffix=".json")
-            with os.fdopen(handle, "w", encoding="utf-8") as out:
-                json.dump({"files": self.files, "results": results}, out, separators=(",", ":"))
-            os.replace(temp, self.file)
-        except OSError:
-            pass  # a read-only checkout lints fine, only without a cache
+        write_json_atomically(self.file, {"files": self.files, "results": results})
+        # Results and rule snapshots of an older build of the code can never match again.
+        current = code_fingerprint()[:16]
+        for stale in self.directory.glob("*-*.json"):
+            if stale.name.startswith(("results-", "rules-")) and current not in stale.name:
+                stale.unlink(missing_ok=True)
+
+
+def write_json_atomically(path: Path, data: object) -> None:
+    """Temp file and rename: a reader sees the old cache or the new one, never half of
+    one. Failing to write (a read-only checkout) only means running without a cache."""
+    temp = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        _mark_cache_directory(path.parent)
+        handle, temp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
+        with os.fdopen(handle, "w", encoding="utf-8") as out:
+            json.dump(data, out, separators=(",", ":"))
+        os.replace(temp, path)
+    except OSError:
+        if temp is not None:
+            Path(temp).unlink(missing_ok=True)
 
 
 def _mark_cache_directory(directory: Path) -> None:

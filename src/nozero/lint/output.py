@@ -7,10 +7,13 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import PurePath
+from typing import TYPE_CHECKING
 from urllib.parse import quote
 
 from nozero import __version__
-from nozero.lint.engine import Finding
+
+if TYPE_CHECKING:
+    from nozero.lint.runner import Finding
 
 FORMATS = ("text", "json", "sarif", "github")
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
@@ -27,27 +30,17 @@ class RuleInfo:
     default_enabled: bool = True
 
 
-# The engine reports a file that does not parse under this code, with or without a rule
-# class for it; listing it here keeps it selectable, ignorable and documented either way.
-SYNTAX_ERROR = RuleInfo(
-    "NZ001",
-    "syntax-error",
-    "the file does not parse",
-    "A file that Python cannot parse cannot be checked: the finding carries the parser's "
-    "message and position. Fix the syntax error, or exclude the file if it is not Python.",
-)
-
-
 def rule_infos() -> dict[str, RuleInfo]:
-    """Code -> RuleInfo for every rule, for the output formats, listings and selection."""
+    """Code -> RuleInfo for every rule, for the output formats, listings and selection.
+
+    This imports the rules (and libcst); a lint run reads the cache's snapshot instead.
+    """
     from nozero.lint.rules import ALL_RULES
 
-    infos = {SYNTAX_ERROR.code: SYNTAX_ERROR}
-    for rule in ALL_RULES:
-        infos[rule.code] = RuleInfo(
-            rule.code, rule.name, rule.message, rule.doc, bool(rule.default_enabled)
-        )
-    return infos
+    return {
+        rule.code: RuleInfo(rule.code, rule.name, rule.message, rule.doc, rule.default_enabled)
+        for rule in ALL_RULES
+    }
 
 
 def render(findings: Sequence[Finding], fmt: str, rules: Mapping[str, RuleInfo]) -> str:

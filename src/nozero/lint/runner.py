@@ -13,10 +13,25 @@ from pathlib import Path
 
 from nozero.lint.cache import Cache, Row, content_hash
 from nozero.lint.config import Selection
-from nozero.lint.engine import Finding, lint_source
 
 # Below this many files to lint, starting worker processes costs more than it saves.
 MIN_FILES_FOR_POOL = 8
+
+
+@dataclass(frozen=True, order=True)
+class Finding:
+    """``nozero.lint.engine.Finding``, field for field (a test keeps the two equal).
+
+    Defined again because importing the engine imports libcst and the rules (half a
+    second), which a warm run answered entirely from the cache must not pay.
+    """
+
+    path: str
+    line: int
+    col: int  # 1-based, like ruff's output
+    code: str
+    message: str
+    end_line: int = 0
 
 
 @dataclass(frozen=True)
@@ -77,6 +92,8 @@ def lint_one(shown: str, data: bytes, job: Job) -> tuple[str, list[Row] | str]:
 
     Never raises: one bad file must not hide the findings of the others.
     """
+    from nozero.lint.engine import lint_source  # only files missing from the cache pay
+
     try:
         source = decode_source(data)
     except ValueError as err:
@@ -148,6 +165,8 @@ class Runner:
                              None)
             self._add(report, item.shown, item.absolute, rows)
         work = [(item.shown, item.data, self.job) for item in misses]
+        if work:
+            import nozero.lint.engine  # noqa: F401 - imported once here, inherited by workers
         if len(work) >= MIN_FILES_FOR_POOL and self.jobs > 1:
             # Small chunks keep both workers busy to the end; big files are not rare.
             chunksize = max(1, len(work) // (self.jobs * 16))

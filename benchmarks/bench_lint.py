@@ -1,0 +1,303 @@
+"""Benchmark ``nozero lint`` side by side with ruff, semgrep and Fixit on real code.
+
+Corpus: the installed sources of jax, numpy, hypothesis, libcst, optax and pyarrow,
+copied (``.py`` files only) into ``benchmarks/_work/corpus`` so that every tool sees the
+same plain directory tree, free of any tool's ``site-packages`` or ``.venv`` special cases.
+
+Peers: ruff (already in ``.venv``) runs ``--select F401`` as the floor; semgrep and Fixit 2
+run one rule each that flags ``nan_to_num(...)`` calls (``benchmarks/peers/``). They are
+installed into their own virtual environment, never ``.venv``; the script creates it on
+first use, or beforehand:
+
+    python3 -m venv benchmarks/_work/venv && benchmarks/_work/venv/bin/pip install fixit semgrep
+
+Fixit takes over ten minutes on the whole corpus, so it runs on a deterministic sample
+(every Nth file by path) and its time is extrapolated by line count, as printed.
+
+The script also checks that nozero's findings are identical with and without its
+shortcuts (``lint_source(..., shortcuts=False)``) on every file of the corpus.
+
+Run: ``.venv/bin/python benchmarks/bench_lint.py`` (about five minutes on two cores).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+WORK = HERE / "_work"
+CORPUS = WORK / "corpus"
+PEERS_VENV = WORK / "venv"
+PEERS = HERE / "peers"
+SITE = REPO / ".venv" / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}"
+PACKAGES = ("jax", "numpy", "hypothesis", "libcst", "optax", "pyarrow")
+FIXIT_CONFIG = """\
+[tool.fixit]
+root = true
+disable = ["fixit.rules"]
+enable = ["fixit_nan_to_num"]
+"""
+TARGETS = {"cold_vs_ruff": 3.0, "fixit_vs_cold": 100.0, "warm_s": 1.0}
+
+
+def log(message: str) -> None:
+    print(f"[bench {time.strftime('%H:%M:%S')}] {message}", flush=True)
+
+
+def ensure_peers() -> Path:
+    """The peers' venv, created on first use (pip shows its own progress)."""
+    bin_dir = PEERS_VENV / "bin"
+    if not ((bin_dir / "fixit").exists() and (bin_dir / "semgrep").exists()):
+        log(f"installing fixit and semgrep into {PEERS_VENV.relative_to(REPO)}")
+        subprocess.run([sys.executable, "-m", "venv", str(PEERS_VENV)], check=True)
+        subprocess.run(
+            [str(bin_dir / "pip"), "install", "-q", "fixit>=2.1", "semgrep>=1.80"], check=True
+        )
+    return bin_dir
+
+
+def build_corpus() -> list[Path]:
+    """Copy the packages' ``.py`` files once; returns the corpus files, sorted."""
+    site = SITE / "site-packages"
+    stamp = CORPUS / ".source"
+    wanted = "\n".join(f"{name}:{(site / name).stat().st_mtime_ns}" for name in PACKAGES)
+    if not (stamp.exists() and stamp.read_text() == wanted):
+        log(f"copying the corpus from {site}")
+        shutil.rmtree(CORPUS, ignore_errors=True)
+        for name in PACKAGES:
+            shutil.copytree(
+                site / name,
+                CORPUS / name,
+                ignore=lambda d, names: [
+                    n for n in names if not (n.endswith(".py") or (Path(d) / n).is_dir())
+                    or n == "__pycache__"
+                ],
+            )
+        stamp.write_text(wanted)
+    # Every peer reads its settings here: Fixit its one rule, semgrep no default ignores.
+    (CORPUS / "fixit.toml").write_text(FIXIT_CONFIG)
+    (CORPUS / ".semgrepignore").write_text("")
+    return sorted(CORPUS.rglob("*.py"))
+
+
+def count_lines(files: Sequence[Path]) -> dict[Path, int]:
+    return {path: path.read_bytes().count(b"\n") for path in files}
+
+
+def timed(command: Sequence[str], *, cwd: Path = CORPUS, env: dict | None = None,
+          stdout=subprocess.DEVNULL) -> float:
+    start = time.perf_counter()
+    completed = subprocess.run(command, cwd=cwd, env=env, stdout=stdout,
+                               stderr=subprocess.PIPE, text=True)
+    elapsed = time.perf_counter() - start
+    if completed.returncode not in (0, 1):
+        raise RuntimeError(f"{command[0]} failed ({completed.returncode}): {completed.stderr}")
+    return elapsed
+
+
+def median_of(runs: int, label: str, command: Sequence[str], **kwargs) -> float:
+    times = []
+    for index in range(runs):
+        times.append(timed(command, **kwargs))
+        log(f"{label} run {index + 1}/{runs}: {times[-1]:.2f} s")
+    return statistics.median(times)
+
+
+def bench_ruff(runs: int) -> dict:
+    ruff = REPO / ".venv" / "bin" / "ruff"
+    base = [str(ruff), "check", "--isolated", "--no-cache", "--select", "F401", "--exit-zero"]
+    shown = subprocess.run([*base, "--show-files", "."], cwd=CORPUS, capture_output=True,
+                           text=True, check=True).stdout
+    files = sum(1 for line in shown.splitlines() if line.endswith(".py"))
+    return {"seconds": median_of(runs, "ruff", [*base, "-q", "."]), "files": files}
+
+
+def bench_nozero(runs: int) -> dict:
+    nozero = REPO / ".venv" / "bin" / "nozero"
+    cold, warm = [], []
+    for index in range(runs):
+        with tempfile.TemporaryDirectory(dir=WORK) as cache:
+            command = [str(nozero), "lint", "--exit-zero", "--cache-dir", cache, "."]
+            cold.append(timed(command))
+            warm.append(timed(command))
+        log(f"nozero run {index + 1}/{runs}: cold {cold[-1]:.2f} s, warm {warm[-1]:.2f} s")
+    output = subprocess.run(
+        [str(nozero), "lint", "--exit-zero", "--no-cache", "--format", "json", "."],
+        cwd=CORPUS, capture_output=True, text=True, check=True,
+    ).stdout
+    from nozero.lint.config import load_settings
+    from nozero.lint.files import FileFinder
+
+    finder = FileFinder(load_settings(CORPUS).exclude_patterns())
+    return {
+        "files": sum(1 for _ in finder.find([CORPUS])),
+        "cold": statistics.median(cold),
+        "warm": statistics.median(warm),
+        "findings": len(json.loads(output)),
+    }
+
+
+def bench_semgrep(bin_dir: Path, runs: int) -> dict:
+    command = [
+        str(bin_dir / "semgrep"), "scan", "--config", str(PEERS / "semgrep_nan_to_num.yaml"),
+        "--metrics=off", "--disable-version-check", "--no-git-ignore", "--jobs", "2",
+        "--max-target-bytes", "0", "--json", "--quiet", ".",
+    ]
+    seconds = median_of(runs, "semgrep", command)
+    report = json.loads(
+        subprocess.run(command, cwd=CORPUS, capture_output=True, text=True).stdout
+    )
+    return {"seconds": seconds, "files": len(report["paths"]["scanned"]),
+            "matches": len(report["results"])}
+
+
+def bench_fixit(bin_dir: Path, lines: dict[Path, int], every: int) -> dict:
+    """Fixit on every ``every``-th file; its time is extrapolated to the whole corpus by
+    lines after subtracting its start-up (measured on one empty file)."""
+    env = {**os.environ, "PYTHONPATH": str(PEERS)}
+    fixit = [str(bin_dir / "fixit"), "lint"]
+    empty = CORPUS / "_empty_for_fixit.py"
+    empty.write_text("")
+    try:
+        startup = timed([*fixit, empty.name], env=env)
+    finally:
+        empty.unlink()
+    sample = sorted(lines)[::every]
+    sample_lines = sum(lines[path] for path in sample)
+    log(f"fixit on {len(sample)} files ({sample_lines:,} lines), start-up {startup:.2f} s")
+    seconds = timed([*fixit, *(str(p.relative_to(CORPUS)) for p in sample)], env=env)
+    total_lines = sum(lines.values())
+    estimate = startup + (seconds - startup) * total_lines / sample_lines
+    log(f"fixit sample: {seconds:.1f} s, whole corpus estimated {estimate:.0f} s")
+    return {"sample_files": len(sample), "sample_lines": sample_lines,
+            "sample_seconds": seconds, "startup": startup, "estimate": estimate}
+
+
+def _both_ways(path: str) -> tuple[str, list, list, float, float]:
+    from nozero.lint.engine import lint_source
+    from nozero.lint.output import rule_infos
+    from nozero.lint.runner import decode_source
+
+    codes = set(rule_infos())
+    try:
+        source = decode_source(Path(path).read_bytes())
+    except ValueError:
+        return path, [], [], 0.0, 0.0
+    start = time.perf_counter()
+    fast = lint_source(source, path, select=codes, shortcuts=True)
+    middle = time.perf_counter()
+    slow = lint_source(source, path, select=codes, shortcuts=False)
+    return path, fast, slow, middle - start, time.perf_counter() - middle
+
+
+def check_shortcuts(files: Sequence[Path]) -> dict:
+    """Every rule, every file: findings with and without the shortcuts must be identical."""
+    differing, findings = [], 0
+    fast_total = slow_total = 0.0
+    with ProcessPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        outcomes = pool.map(_both_ways, [str(p) for p in files], chunksize=8)
+        for done, (path, fast, slow, fast_s, slow_s) in enumerate(outcomes, 1):
+            findings += len(fast)
+            fast_total += fast_s
+            slow_total += slow_s
+            if fast != slow:
+                differing.append(path)
+            if done % 200 == 0 or done == len(files):
+                log(f"shortcut check {done}/{len(files)} files, {len(differing)} differing")
+    return {"files": len(files), "findings": findings, "differing": differing,
+            "cpu_with": fast_total, "cpu_without": slow_total}
+
+
+def report(corpus: dict, ruff: dict, nozero: dict, semgrep: dict, fixit: dict,
+           shortcuts: dict | None) -> str:
+    cold_vs_ruff = nozero["cold"] / ruff["seconds"]
+    fixit_vs_cold = fixit["estimate"] / nozero["cold"]
+
+    def verdict(ok: bool) -> str:
+        return "met" if ok else "**missed**"
+
+    rows = [
+        ("`ruff check --select F401` (floor)", f"{ruff['seconds']:.2f} s", "1.0×", ""),
+        ("`nozero lint`, cold (empty cache)", f"{nozero['cold']:.2f} s", f"{cold_vs_ruff:.1f}×",
+         f"target ≤ {TARGETS['cold_vs_ruff']:.0f}× ruff: "
+         f"{verdict(cold_vs_ruff <= TARGETS['cold_vs_ruff'])}"),
+        ("`nozero lint`, warm (cache filled)", f"{nozero['warm']:.2f} s",
+         f"{nozero['warm'] / ruff['seconds']:.2f}×",
+         f"target < {TARGETS['warm_s']:.0f} s: {verdict(nozero['warm'] < TARGETS['warm_s'])}"),
+        ("semgrep, one pattern rule", f"{semgrep['seconds']:.2f} s",
+         f"{semgrep['seconds'] / ruff['seconds']:.1f}×", ""),
+        (f"Fixit 2, one rule (estimated from {fixit['sample_files']} files)",
+         f"{fixit['estimate']:.0f} s", f"{fixit['estimate'] / ruff['seconds']:.0f}×",
+         f"nozero cold is {fixit_vs_cold:.0f}× faster; target ≥ "
+         f"{TARGETS['fixit_vs_cold']:.0f}×: {verdict(fixit_vs_cold >= TARGETS['fixit_vs_cold'])}"),
+    ]
+    lines = [
+        f"Corpus: {corpus['files']:,} files, {corpus['lines']:,} lines "
+        f"({', '.join(PACKAGES)}); {os.cpu_count()} cores, load average at start "
+        f"{corpus['load']:.1f}. Median of {corpus['runs']} runs where repeated.",
+        "",
+        "| tool | wall time | vs ruff | target |",
+        "| --- | --- | --- | --- |",
+        *(f"| {a} | {b} | {c} | {d} |" for a, b, c, d in rows),
+        "",
+        f"Files seen: nozero {nozero['files']:,}, ruff {ruff['files']:,}, "
+        f"semgrep {semgrep['files']:,}. Fixit ran {fixit['sample_files']} files "
+        f"({fixit['sample_lines']:,} lines) in {fixit['sample_seconds']:.1f} s with "
+        f"{fixit['startup']:.1f} s start-up; the whole-corpus figure scales the rest by lines.",
+        f"nozero reported {nozero['findings']} findings (default rules); semgrep's pattern "
+        f"matched {semgrep['matches']} `nan_to_num` calls, most of them outside training code.",
+    ]
+    if shortcuts is not None:
+        same = not shortcuts["differing"]
+        lines.append(
+            f"Shortcuts on vs off, every rule on every file: {shortcuts['findings']} findings, "
+            f"{'identical' if same else 'DIFFERENT in ' + str(len(shortcuts['differing']))} "
+            f"({'no file differs' if same else ', '.join(shortcuts['differing'][:5])}); "
+            f"CPU {shortcuts['cpu_with']:.0f} s with the shortcuts, "
+            f"{shortcuts['cpu_without']:.0f} s without."
+        )
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=3, help="repeats of the fast tools")
+    parser.add_argument("--fixit-every", type=int, default=20,
+                        help="Fixit lints every Nth file of the corpus")
+    parser.add_argument("--skip-shortcut-check", action="store_true")
+    args = parser.parse_args(argv)
+
+    WORK.mkdir(exist_ok=True)
+    bin_dir = ensure_peers()
+    files = build_corpus()
+    lines = count_lines(files)
+    corpus = {"files": len(files), "lines": sum(lines.values()), "runs": args.runs,
+              "load": os.getloadavg()[0]}
+    log(f"corpus: {corpus['files']:,} files, {corpus['lines']:,} lines")
+
+    ruff = bench_ruff(args.runs)
+    nozero = bench_nozero(args.runs)
+    semgrep = bench_semgrep(bin_dir, args.runs)
+    fixit = bench_fixit(bin_dir, lines, args.fixit_every)
+    shortcuts = None if args.skip_shortcut_check else check_shortcuts(files)
+
+    text = report(corpus, ruff, nozero, semgrep, fixit, shortcuts)
+    (WORK / "lint_results.md").write_text(text)
+    print("\n" + text)
+    return 1 if shortcuts and shortcuts["differing"] else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
