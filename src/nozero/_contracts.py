@@ -198,10 +198,10 @@ def judge_halts(case: PoisonedCase, outcome: Outcome, trainer: TrainerUnderTest,
 
 
 def judge_overflow(case: PoisonedCase, outcome: Outcome, trainer: TrainerUnderTest, steps: int):
-    if outcome.halt is not None:
+    if outcome.halt is not None:  # an overflowing update may halt with finite values
         if outcome.halt[0] < case.first_step:
             return f"false alarm: {outcome.describe()}, before the poisoned step {case.first_step}"
-        return _finite_report(outcome.halt)
+        return None
     if not outcome.returned:
         return f"{outcome.describe()} — expected {DOCUMENTED} or a finite history"
     if outcome.first_non_finite() is not None:
@@ -292,16 +292,16 @@ def _clean_cases(trainer: TrainerUnderTest, steps: int) -> st.SearchStrategy[Cle
         trainer.batch_spec,
         steps,
         make_clean_batch=trainer.make_clean_batch,
-        vary_fields=trainer.poison_fields,
+        vary_fields=trainer.vary_fields,
     )
     return batches.map(lambda drawn: CleanCase(tuple(drawn)))
 
 
 def _clean_explicit(trainer: TrainerUnderTest, steps: int) -> list[CleanCase]:
-    """The trainer's own clean batches, and the same with every poisonable field zeroed."""
+    """The trainer's own clean batches, and the same with every varied field zeroed."""
     plain = trainer.clean_batches(0, steps)
     zeroed = [
-        {field: np.zeros_like(a) if field in trainer.poison_fields else a for field, a in b.items()}
+        {field: np.zeros_like(a) if field in trainer.vary_fields else a for field, a in b.items()}
         for b in plain
     ]
     return [CleanCase(tuple(plain)), CleanCase(tuple(zeroed))]

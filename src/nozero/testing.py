@@ -24,6 +24,21 @@ from nozero._batches import (
 
 __all__ = ["TrainerUnderTest"]
 
+def _float_field_names(
+    setting: str, names: Sequence[str] | str | None, default: tuple[str, ...]
+) -> tuple[str, ...]:
+    """``names`` as a tuple (``default`` when None), each checked to be a float field."""
+    if names is None:
+        return default
+    chosen = (names,) if isinstance(names, str) else tuple(names)
+    for field in chosen:
+        if field not in default:
+            raise ValueError(
+                f"{setting} names {field!r}, which is not one of the float fields {list(default)}"
+            )
+    return chosen
+
+
 RunFunction = Callable[[list[Batch]], Iterable[tuple[Any, Any]] | None]
 
 
@@ -40,6 +55,10 @@ class TrainerUnderTest:
     - ``check_every``: the declared detection granularity (1 = the exact step).
     - ``make_clean_batch(rng)``: a batch of valid, finite values (default: standard-normal
       floats, ints in {0, 1}, random bools).
+    - ``vary_fields``: float fields whose clean values the no-false-alarm contract may
+      zero, rescale (tiny and large magnitudes) or give constant columns (default:
+      ``poison_fields``). Leave out fields with a fixed set of valid values, such as
+      multi-hot labels.
     - ``compile_count()``: optional; how many times the trainer has compiled so far. When
       given, each contract asserts it compiled at most once (shapes never change).
     """
@@ -49,25 +68,16 @@ class TrainerUnderTest:
     poison_fields: Sequence[str] | None = None
     check_every: int = 1
     make_clean_batch: CleanBatchMaker | None = None
+    vary_fields: Sequence[str] | None = None
     compile_count: Callable[[], int] | None = None
 
     def __post_init__(self) -> None:
         spec = normalise_spec(self.batch_spec)
         floats = float_fields(spec)
-        if self.poison_fields is None:
-            fields = floats
-        elif isinstance(self.poison_fields, str):
-            fields = (self.poison_fields,)
-        else:
-            fields = tuple(self.poison_fields)
-        for field in fields:
-            if field not in floats:
-                raise ValueError(
-                    f"poison_fields names {field!r}, which is not a float field of "
-                    f"batch_spec (float fields: {list(floats)})"
-                )
+        fields = _float_field_names("poison_fields", self.poison_fields, floats)
         if not fields:
             raise ValueError("TrainerUnderTest needs at least one float field to poison")
+        varied = _float_field_names("vary_fields", self.vary_fields, fields)
         if not callable(self.run):
             raise TypeError(f"run must be callable, got {type(self.run).__name__}")
         if isinstance(self.check_every, bool) or not isinstance(self.check_every, int):
@@ -76,6 +86,7 @@ class TrainerUnderTest:
             raise ValueError(f"check_every must be >= 1, got {self.check_every}")
         object.__setattr__(self, "batch_spec", spec)
         object.__setattr__(self, "poison_fields", fields)
+        object.__setattr__(self, "vary_fields", varied)
 
     def clean_batch(self, rng: np.random.Generator) -> Batch:
         """One valid batch, checked against ``batch_spec``."""

@@ -134,8 +134,10 @@ def test_strategies_reject_bad_arguments_naming_them():
 
 
 def test_trainer_under_test_validates_its_description():
-    with pytest.raises(ValueError, match="poison_fields names 'ids', which is not a float field"):
+    with pytest.raises(ValueError, match="poison_fields names 'ids', which is not one of the"):
         TrainerUnderTest(SPEC, lambda batches: None, poison_fields=["ids"])
+    with pytest.raises(ValueError, match=r"vary_fields names 'y', .* float fields \['x'\]"):
+        TrainerUnderTest(SPEC, lambda batches: None, poison_fields=["x"], vary_fields=["y"])
     with pytest.raises(ValueError, match="check_every must be >= 1"):
         TrainerUnderTest(SPEC, lambda batches: None, check_every=0)
 
