@@ -43,6 +43,8 @@ PEERS_VENV = WORK / "venv"
 PEERS = HERE / "peers"
 SITE = REPO / ".venv" / "lib" / f"python{sys.version_info[0]}.{sys.version_info[1]}"
 PACKAGES = ("jax", "numpy", "hypothesis", "libcst", "optax", "pyarrow")
+# A pyproject.toml also makes the corpus its own project root for Fixit, whose file finder
+# would otherwise apply this repository's .gitignore (which lists benchmarks/_work/).
 FIXIT_CONFIG = """\
 [tool.fixit]
 root = true
@@ -86,8 +88,9 @@ def build_corpus() -> list[Path]:
                 ],
             )
         stamp.write_text(wanted)
-    # Every peer reads its settings here: Fixit its one rule, semgrep no default ignores.
-    (CORPUS / "fixit.toml").write_text(FIXIT_CONFIG)
+    # Fixit reads its one rule here; an empty .semgrepignore replaces semgrep's defaults.
+    (CORPUS / "fixit.toml").unlink(missing_ok=True)
+    (CORPUS / "pyproject.toml").write_text(FIXIT_CONFIG)
     (CORPUS / ".semgrepignore").write_text("")
     return sorted(CORPUS.rglob("*.py"))
 
@@ -153,7 +156,7 @@ def bench_semgrep(bin_dir: Path, runs: int) -> dict:
     command = [
         str(bin_dir / "semgrep"), "scan", "--config", str(PEERS / "semgrep_nan_to_num.yaml"),
         "--metrics=off", "--disable-version-check", "--no-git-ignore", "--jobs", "2",
-        "--max-target-bytes", "0", "--json", "--quiet", ".",
+        "--max-target-bytes", "0", "--project-root", ".", "--json", "--quiet", ".",
     ]
     seconds = median_of(runs, "semgrep", command)
     report = json.loads(

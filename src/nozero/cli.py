@@ -12,8 +12,14 @@ import sys
 import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from nozero import __version__
+
+if TYPE_CHECKING:  # the lint modules are imported by the commands that need them
+    from nozero.lint.config import Settings
+    from nozero.lint.output import RuleInfo
+    from nozero.lint.runner import Report, Runner
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
 
@@ -88,11 +94,7 @@ def _codes(value: str) -> list[str]:
 
 
 def _lint(args: argparse.Namespace) -> int:
-    from nozero.lint.cache import Cache, cached_rule_infos, config_key
-    from nozero.lint.config import load_settings, select_codes
     from nozero.lint.files import FileFinder
-    from nozero.lint.output import render, rule_infos, statistics
-    from nozero.lint.runner import Runner
 
     paths = [Path(p) for p in (args.paths or ["."])]
     reading_stdin = any(str(p) == "-" for p in paths)
@@ -100,15 +102,29 @@ def _lint(args: argparse.Namespace) -> int:
         raise UsageError("'-' (standard input) cannot be combined with other paths")
     if args.jobs < 1:
         raise UsageError(f"--jobs must be at least 1, got {args.jobs}")
-
     stdin_name = args.stdin_filename or "<stdin>"
-    start = _search_start(
-        [Path(stdin_name) if args.stdin_filename else Path.cwd()] if reading_stdin else paths
-    )
+    if reading_stdin:
+        paths = [Path(stdin_name) if args.stdin_filename else Path.cwd()]
+
+    settings, runner, infos = _prepare(args, _search_start(paths))
+    if reading_stdin:
+        report = runner.lint_stdin(sys.stdin.buffer.read(), stdin_name)
+    else:
+        report = runner.lint_files(list(FileFinder(settings.exclude_patterns()).find(paths)))
+    return _report(args, report, infos)
+
+
+def _prepare(
+    args: argparse.Namespace, start: Path
+) -> tuple[Settings, Runner, dict[str, RuleInfo]]:
+    """Settings, a runner with its selection and cache, and the rules' descriptions."""
+    from nozero.lint.cache import Cache, cached_rule_infos, config_key
+    from nozero.lint.config import load_settings, select_codes
+    from nozero.lint.output import rule_infos
+    from nozero.lint.runner import Runner
+
     settings = load_settings(start, args.config)
-    cache_dir = args.cache_dir or settings.project_root / ".nozero_cache"
-    if args.no_cache:
-        cache_dir = None
+    cache_dir = None if args.no_cache else args.cache_dir or settings.project_root / ".nozero_cache"
     infos = rule_infos() if cache_dir is None else cached_rule_infos(cache_dir)
     default_codes = {code for code, info in infos.items() if info.default_enabled}
     selection = select_codes(settings, infos, default_codes, args.select, args.ignore)
@@ -116,11 +132,12 @@ def _lint(args: argparse.Namespace) -> int:
     if cache_dir is not None:
         cache = Cache(cache_dir, config_key(selection.enabled, args.require_reason))
     runner = Runner(selection, args.require_reason, cache, args.jobs, _progress_printer())
-    if reading_stdin:
-        report = runner.lint_stdin(sys.stdin.buffer.read(), stdin_name)
-    else:
-        files = list(FileFinder(settings.exclude_patterns()).find(paths))
-        report = runner.lint_files(files)
+    return settings, runner, infos
+
+
+def _report(args: argparse.Namespace, report: Report, infos: dict[str, RuleInfo]) -> int:
+    """Print the findings and problems; the exit status they call for."""
+    from nozero.lint.output import render, statistics
 
     show = statistics if args.statistics else render
     sys.stdout.write(show(report.findings, args.format, infos))
