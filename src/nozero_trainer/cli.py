@@ -1,6 +1,6 @@
-"""``nozero-train``: train, make synthetic data, or run the whole demo.
+"""``nozero-train``: train, make synthetic data, run the demo, diagnose or plot a run.
 
-Exit status: 0 success, 2 usage error or bad settings/data, 3 non-finite halt.
+Exit status: 0 success, 2 usage error or bad settings/data/checkpoint, 3 non-finite halt.
 """
 
 from __future__ import annotations
@@ -74,6 +74,13 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--data", type=Path, required=True)
     train.add_argument("--out", type=Path, required=True)
     _add_train_settings(train)
+    train.add_argument("--resume", action="store_true",
+                       help="continue from the run directory's latest checkpoint")
+    train.add_argument("--holdout-scores-out", type=Path, metavar="FILE",
+                       help="write every holdout row's per-head scores to this parquet file")
+    train.add_argument("--on-nonfinite", choices=("halt", "restart"), default="halt",
+                       help="restart: from the last good checkpoint with half the learning rate")
+    train.add_argument("--max-restarts", type=int, default=3)
     make = sub.add_parser("make-data", help="write synthetic train and holdout shards")
     make.add_argument("out", type=Path)
     make.add_argument("--rows", type=int, required=True)
@@ -84,15 +91,43 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--rows", type=int, default=DEMO["rows"])
     demo.add_argument("--dim", type=int, default=DEMO["dim"])
     _add_train_settings(demo, **{k: v for k, v in DEMO.items() if k not in ("rows", "dim")})
+    postmortem = sub.add_parser("postmortem", help="diagnose a halted run's post-mortem bundle")
+    postmortem.add_argument("dir", type=Path, help="a run directory or one bundle in it")
+    plot = sub.add_parser("plot", help="draw a run's metrics into a PNG")
+    plot.add_argument("run_dir", type=Path)
+    plot.add_argument("--out", type=Path, help="default: RUN_DIR/run.png")
     return parser
 
 
 def _train(args: argparse.Namespace) -> int:
-    from nozero_trainer.runner import format_evaluation, run_training
+    from nozero_trainer.runner import RunOptions, format_evaluation, run_training
 
-    summary = run_training(_config(args), args.data, args.out)
+    options = RunOptions(resume=args.resume, holdout_scores_out=args.holdout_scores_out,
+                         on_nonfinite=args.on_nonfinite, max_restarts=args.max_restarts)
+    summary = run_training(_config(args), args.data, args.out, options=options)
     print(format_evaluation(summary.evaluation))
+    if summary.holdout_scores is not None:
+        print(f"holdout scores: {summary.holdout_scores}")
     print(f"run directory: {summary.out_dir}")
+    print(f"finished at step {summary.state.step} after {summary.restarts} restart(s)")
+    return 0
+
+
+def _postmortem(args: argparse.Namespace) -> int:
+    from nozero_trainer.postmortem import diagnose_path
+
+    print(diagnose_path(args.dir), end="")
+    return 0
+
+
+def _plot(args: argparse.Namespace) -> int:
+    from nozero_trainer.plot import PlotUnavailable, plot_run
+
+    try:
+        print(f"wrote {plot_run(args.run_dir, args.out)}")
+    except PlotUnavailable as err:
+        print(f"nozero-train: error: {err}", file=sys.stderr)
+        return EXIT_USAGE
     return 0
 
 
@@ -126,13 +161,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     package_log = logging.getLogger("nozero_trainer")
     package_log.addHandler(log_handler)
     package_log.setLevel(logging.INFO)
-    handler = {"train": _train, "make-data": _make_data, "demo": _demo}[args.command]
+    handlers = {"train": _train, "make-data": _make_data, "demo": _demo,
+                "postmortem": _postmortem, "plot": _plot}
     try:
-        return handler(args)
+        return handlers[args.command](args)
     except NonFiniteError as err:
         print(str(err), file=sys.stderr)
+        bundle = getattr(err, "postmortem", None)
+        if bundle is not None:
+            print(f"post-mortem bundle: {bundle}", file=sys.stderr)
+            print(f"diagnose it with: nozero-train postmortem {bundle}", file=sys.stderr)
         return EXIT_HALT
-    except ValueError as err:
+    except (ValueError, FileNotFoundError) as err:
         print(f"nozero-train: error: {err}", file=sys.stderr)
         return EXIT_USAGE
     finally:

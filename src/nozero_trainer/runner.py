@@ -1,8 +1,15 @@
 """One training run end to end: load, validate, train with progress, evaluate, record.
 
-The run directory gets ``metrics.jsonl`` (one JSON object per line: ``train`` events
-per step, ``eval`` events, a ``halt`` event) and ``status.json``, written atomically.
-Only a run that completed says ``"status": "finished"``.
+The run directory holds
+
+- ``metrics.jsonl``: one JSON object per line: ``train`` events per step, ``eval`` events
+  (per-head PR-AUC and positive counts), ``halt``, ``restart`` and ``resume`` events;
+- ``checkpoints/``: a verified checkpoint at every evaluation and at the end;
+- ``postmortem/``: a bundle per halt;
+- ``status.json``, written atomically. Only a run that completed says ``"finished"``.
+
+Checkpoints are written from the loop's ``on_sync`` hook, which only ever sees states whose
+every step the guard confirmed finite, so no checkpoint can hold a non-finite update.
 """
 
 from __future__ import annotations
@@ -10,9 +17,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
-import os
+import math
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import IO, Any
@@ -22,27 +28,37 @@ import numpy as np
 
 from nozero import NonFiniteError
 from nozero_trainer import loop
+from nozero_trainer.checkpoint import (
+    atomic_write_text,
+    config_differences,
+    latest_checkpoint,
+    load_checkpoint,
+    read_config,
+    read_manifest,
+    save_checkpoint,
+)
 from nozero_trainer.config import TrainConfig, validate
 from nozero_trainer.data import Split, load_dataset
 from nozero_trainer.loss import head_weighting
 from nozero_trainer.metrics import average_precision
 from nozero_trainer.model import Params, apply_model
-from nozero_trainer.optim import make_schedule
+from nozero_trainer.optim import make_optimizer, make_schedule
+from nozero_trainer.postmortem import replay_step, trainer_loss_with_aux, write_bundle
+from nozero_trainer.scores import write_holdout_scores
 
 log = logging.getLogger("nozero_trainer")
 
+METRICS = "metrics.jsonl"
+STATUS = "status.json"
+ON_NONFINITE = ("halt", "restart")
+# Settings of the run configuration that define the model: a checkpoint saved with other
+# values cannot be loaded into it.
+MODEL_SETTINGS = ("heads", "hidden_dims", "in_dim")
+
 
 def write_json_atomic(path: Path, payload: Any) -> None:
-    """Write JSON to a temporary file beside ``path`` and rename it into place."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as handle:
-            json.dump(payload, handle, indent=2)
-            handle.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    """Write JSON beside ``path`` and rename it into place: never a half-written file."""
+    atomic_write_text(path, json.dumps(payload, indent=2) + "\n")
 
 
 @dataclasses.dataclass
@@ -54,12 +70,33 @@ class Evaluation:
     positive_rate: dict[str, float]
 
 
+@dataclasses.dataclass(frozen=True)
+class RunOptions:
+    """How a run survives trouble; none of these change what the model learns."""
+
+    resume: bool = False
+    holdout_scores_out: Path | None = None
+    on_nonfinite: str = "halt"  # "restart": from the last checkpoint with half the LR
+    max_restarts: int = 3
+
+    def __post_init__(self) -> None:
+        if self.on_nonfinite not in ON_NONFINITE:
+            raise ValueError(
+                f"on_nonfinite must be one of {ON_NONFINITE}, got {self.on_nonfinite!r}"
+            )
+        if self.max_restarts < 0:
+            raise ValueError(f"max_restarts must be >= 0, got {self.max_restarts}")
+
+
 @dataclasses.dataclass
 class RunSummary:
     out_dir: Path
     state: loop.TrainState
     evaluation: Evaluation
     masked_heads: tuple[str, ...]
+    restarts: int = 0
+    resumed_from: int | None = None
+    holdout_scores: Path | None = None
 
 
 _score = jax.jit(lambda params, x: jax.nn.sigmoid(apply_model(params, x)))
@@ -100,11 +137,225 @@ class Progress:
         )
 
 
+class MetricsLog:
+    """``metrics.jsonl``, appended line by line and flushed, so a kill loses at most a line.
+
+    Resuming appends to it; a line torn by a kill is cut off first, so the file stays one
+    JSON object per line. Steps the killed process logged after its last checkpoint are
+    logged again by the resumed run, after a ``resume`` event that says from where.
+    """
+
+    def __init__(self, path: Path, append: bool) -> None:
+        if append and path.exists():
+            data = path.read_bytes()
+            if data and not data.endswith(b"\n"):
+                with path.open("r+b") as handle:
+                    handle.truncate(data.rfind(b"\n") + 1)
+        self.handle = path.open("a" if append else "w", encoding="utf-8")
+
+    def write(self, event: dict[str, Any]) -> None:
+        self.handle.write(json.dumps(event) + "\n")
+        self.handle.flush()
+
+    def __enter__(self) -> MetricsLog:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.handle.close()
+
+
+def run_configuration(
+    config: TrainConfig, data_dir: str | Path, train: Split, holdout: Split
+) -> dict[str, Any]:
+    """Everything that determines a run's result: settings, data (shards and sizes), width.
+
+    Saved with every checkpoint; ``--resume`` refuses a command line that differs from it.
+    """
+    return {
+        **config.to_dict(),
+        "data_dir": str(Path(data_dir).resolve()),
+        "shards": {
+            "train": [list(s) for s in train.stats.shards],
+            "holdout": [list(s) for s in holdout.stats.shards],
+        },
+        "in_dim": int(train.cls.shape[1]),
+    }
+
+
+@dataclasses.dataclass
+class _Start:
+    state: loop.TrainState | None
+    lr_scale: float = 1.0
+    restarts: int = 0
+
+
+def _restore(path: Path, config: TrainConfig, run_config: dict[str, Any]) -> _Start:
+    """Load a verified checkpoint into the model's structure, with its resumable state."""
+    template = loop.init_state(config, run_config["in_dim"], len(config.heads))
+    checkpoint = load_checkpoint(
+        path, template.params, template.opt_state,
+        expect={k: run_config[k] for k in MODEL_SETTINGS},
+    )
+    state = loop.TrainState(checkpoint.step, checkpoint.params, checkpoint.opt_state)
+    return _Start(state, float(checkpoint.state.get("lr_scale", 1.0)),
+                  int(checkpoint.state.get("restarts", 0)))
+
+
+def _resume_point(
+    out_dir: Path, config: TrainConfig, run_config: dict[str, Any], resume: bool,
+    stream: IO[str],
+) -> _Start:
+    """Where this run starts: a fresh step 0, or the verified latest checkpoint on resume."""
+    path = latest_checkpoint(out_dir)
+    if not resume:
+        if path is not None:
+            raise ValueError(
+                f"{out_dir}: already holds a run (checkpoint {path.name}); pass --resume to "
+                "continue it, or choose another --out"
+            )
+        return _Start(None)
+    if path is None:
+        print(f"resume: {out_dir} has no checkpoint yet: starting from step 0", file=stream)
+        return _Start(None)
+    saved = read_config(path, read_manifest(path))
+    differences = config_differences(saved, run_config)
+    if differences:
+        raise ValueError(
+            f"{out_dir}: cannot resume, the run's configuration differs from the command "
+            "line: " + "; ".join(differences)
+        )
+    start = _restore(path, config, run_config)
+    print(f"resume: continuing from checkpoint {path.name} at step {start.state.step}",
+          file=stream)
+    return start
+
+
+def _write_postmortem(
+    out_dir: Path, err: NonFiniteError, run_config: dict[str, Any],
+    weights: np.ndarray, mask: np.ndarray, restarts: int,
+) -> Path:
+    """Replay the halted step on the host and keep everything needed to investigate it."""
+    context = err.context
+    replay = replay_step(trainer_loss_with_aux(context.config, weights, mask),
+                         context.params, context.batch, optimizer=make_optimizer(context.config),
+                         opt_state=context.opt_state)
+    rows = context.row_indices
+    return write_bundle(
+        out_dir,
+        step=err.step, loss=err.loss, grad_norm=err.grad_norm,
+        learning_rate=context.learning_rate, message=str(err), batch=context.batch,
+        row_indices=np.full(len(context.batch["cls"]), -1) if rows is None else rows,
+        params=context.params, opt_state=context.opt_state, replay=replay,
+        config={**run_config, "peak_lr": context.config.peak_lr},
+        heads=context.config.heads, restart=restarts,
+        extra={"head_weights": np.asarray(weights).tolist(),
+               "head_mask": np.asarray(mask).tolist()},
+    )
+
+
+class _Run:
+    """One run's moving parts: the loop's hooks, evaluations, checkpoints, halts, restarts."""
+
+    def __init__(
+        self, config: TrainConfig, out_dir: Path, holdout: Split, run_config: dict[str, Any],
+        options: RunOptions, metrics: MetricsLog, stream: IO[str],
+    ) -> None:
+        self.config, self.out_dir, self.holdout = config, out_dir, holdout
+        self.run_config, self.options, self.metrics, self.stream = (
+            run_config, options, metrics, stream)
+        self.restarts, self.lr_scale = 0, 1.0
+        self.last_eval: tuple[int, Evaluation] | None = None
+        self.schedule = make_schedule(config)
+        self.progress = Progress(config.steps, 0, stream)
+
+    def loop_config(self) -> TrainConfig:
+        """The config the loop runs: the LR scaled after restarts, syncs on evaluations."""
+        config = self.config
+        if self.lr_scale != 1.0:
+            config = dataclasses.replace(config, peak_lr=config.peak_lr * self.lr_scale)
+        if config.eval_every > 0:
+            config = dataclasses.replace(
+                config, sync_every=math.gcd(config.sync_every, config.eval_every))
+        return config
+
+    def begin(self, start: _Start, schedule_config: TrainConfig) -> None:
+        self.schedule = make_schedule(schedule_config)
+        self.progress = Progress(self.config.steps, start.state.step if start.state else 0,
+                                 self.stream)
+
+    def on_history(self, first: int, values: dict[str, np.ndarray]) -> None:
+        steps = np.arange(first, first + values["loss"].size)
+        lrs = np.asarray(self.schedule(steps), dtype=np.float64)
+        columns = {k: v.tolist() for k, v in values.items()}
+        for i, step in enumerate(steps.tolist()):
+            self.metrics.write({"event": "train", "step": step, "lr": lrs[i],
+                                **{k: columns[k][i] for k in columns}})
+        self.progress.update(int(steps[-1]) + 1, columns["loss"][-1], columns["grad_norm"][-1],
+                             float(lrs[-1]))
+
+    def on_sync(self, state: loop.TrainState) -> None:
+        """Evaluate and checkpoint when due; the loop calls this only after a finite sync."""
+        eval_every = self.config.eval_every
+        if state.step == self.config.steps or (eval_every > 0 and state.step % eval_every == 0):
+            self.evaluate(state)
+            save_checkpoint(self.out_dir, state.step, state.params, state.opt_state,
+                            self.run_config,
+                            state={"lr_scale": self.lr_scale, "restarts": self.restarts})
+
+    def evaluate(self, state: loop.TrainState) -> Evaluation:
+        evaluation = evaluate(state.params, self.holdout)
+        self.last_eval = (state.step, evaluation)
+        self.metrics.write({"event": "eval", "step": state.step, "pr_auc": evaluation.pr_auc,
+                            "positives": evaluation.positives})
+        shown = " ".join(f"{h}={v:.3f}" for h, v in evaluation.pr_auc.items())
+        print(f"eval at step {state.step}: PR-AUC {shown}", file=self.stream, flush=True)
+        return evaluation
+
+    def halted(self, err: NonFiniteError, weights: np.ndarray, mask: np.ndarray) -> _Start:
+        """Keep a post-mortem; return where to restart from, or re-raise when out of restarts."""
+        bundle = _write_postmortem(self.out_dir, err, self.run_config, weights, mask,
+                                   self.restarts)
+        self.metrics.write({"event": "halt", "step": err.step, "loss": err.loss,
+                            "grad_norm": err.grad_norm, "lr": float(self.schedule(err.step)),
+                            "message": str(err), "postmortem": str(bundle)})
+        if self.options.on_nonfinite != "restart" or self.restarts >= self.options.max_restarts:
+            err.postmortem = bundle
+            write_json_atomic(self.out_dir / STATUS, {
+                "status": "halted", "step": err.step, "loss": err.loss,
+                "grad_norm": err.grad_norm, "message": str(err), "postmortem": str(bundle),
+                "restarts": self.restarts, "config": self.run_config})
+            raise err
+        self.restarts += 1
+        self.lr_scale *= 0.5
+        path = latest_checkpoint(self.out_dir)
+        start = _Start(None) if path is None else _restore(path, self.config, self.run_config)
+        begin = start.state.step if start.state is not None else 0
+        where = path.name if path is not None else "no checkpoint yet"
+        print(
+            f"\n!!! RESTART {self.restarts}/{self.options.max_restarts} after a non-finite "
+            f"step:\n{err}\n!!! post-mortem kept at {bundle}\n"
+            f"!!! restarting from step {begin} ({where}) with the learning rate scaled by "
+            f"{self.lr_scale:g}\n",
+            file=self.stream, flush=True,
+        )
+        self.metrics.write({"event": "restart", "step": begin, "restart": self.restarts,
+                            "lr_scale": self.lr_scale, "halted_step": err.step,
+                            "postmortem": str(bundle)})
+        return start
+
+
 def run_training(
     config: TrainConfig, data_dir: str | Path, out_dir: str | Path, *,
-    stream: IO[str] = sys.stderr,
+    stream: IO[str] | None = None, options: RunOptions | None = None,
 ) -> RunSummary:
-    """Train ``config`` on ``data_dir`` into ``out_dir``; raises ``NonFiniteError`` on a halt."""
+    """Train ``config`` on ``data_dir`` into ``out_dir``; raises ``NonFiniteError`` on a halt.
+
+    A halt leaves a post-mortem bundle (its path is on the error as ``postmortem``); with
+    ``on_nonfinite="restart"`` the run instead continues from the last checkpoint with
+    half the learning rate, at most ``max_restarts`` times.
+    """
+    options = options or RunOptions()
+    stream = stream or sys.stderr  # looked up per call: the process may have replaced it
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     train, holdout = load_dataset(data_dir, config.heads)
@@ -115,47 +366,46 @@ def run_training(
                     "%s", ", ".join(masked))
     weights, mask = head_weighting(config.class_weighting, label_counts, len(train),
                                    len(config.heads), config.mask_zero_positive_heads)
+    run_config = run_configuration(config, data_dir, train, holdout)
+    start = _resume_point(out_dir, config, run_config, options.resume, stream)
+    resumed_from = start.state.step if start.state is not None else None
 
-    write_json_atomic(out_dir / "status.json", {"status": "running", "config": config.to_dict(),
-                                                "data_dir": str(data_dir)})
-    schedule = make_schedule(config)
-    progress = Progress(config.steps, 0, stream)
-    metrics = (out_dir / "metrics.jsonl").open("w")
+    write_json_atomic(out_dir / STATUS, {"status": "running", "config": run_config})
+    with MetricsLog(out_dir / METRICS, append=resumed_from is not None) as metrics:
+        if resumed_from is not None:
+            metrics.write({"event": "resume", "step": resumed_from})
+        run = _Run(config, out_dir, holdout, run_config, options, metrics, stream)
+        run.restarts, run.lr_scale = start.restarts, start.lr_scale
+        while True:
+            loop_config = run.loop_config()
+            run.begin(start, loop_config)
+            try:
+                result = loop.train_arrays(
+                    loop_config, train.cls, train.labels, head_weights=weights, head_mask=mask,
+                    state=start.state, on_sync=run.on_sync, on_history=run.on_history,
+                )
+                break
+            except NonFiniteError as err:
+                start = run.halted(err, weights, mask)
+        state = result.state
+        if run.last_eval is None or run.last_eval[0] != state.step:
+            run.evaluate(state)  # resumed at the very end: nothing left to train, still report
+        evaluation = run.last_eval[1]
 
-    def on_history(first: int, values: dict[str, np.ndarray]) -> None:
-        steps = np.arange(first, first + values["loss"].size)
-        lrs = np.asarray(schedule(steps), dtype=np.float64)
-        columns = {k: v.tolist() for k, v in values.items()}
-        for i, step in enumerate(steps.tolist()):
-            event = {"event": "train", "step": step, "lr": lrs[i],
-                     **{k: columns[k][i] for k in columns}}
-            metrics.write(json.dumps(event) + "\n")
-        metrics.flush()
-        progress.update(int(steps[-1]) + 1, columns["loss"][-1], columns["grad_norm"][-1],
-                        float(lrs[-1]))
-
-    with metrics:
-        try:
-            result = loop.train_arrays(config, train.cls, train.labels, head_weights=weights,
-                                       head_mask=mask, on_history=on_history)
-        except NonFiniteError as err:
-            halt = {"event": "halt", "step": err.step, "loss": err.loss,
-                    "grad_norm": err.grad_norm, "lr": float(schedule(err.step)),
-                    "message": str(err)}
-            metrics.write(json.dumps(halt) + "\n")
-            write_json_atomic(out_dir / "status.json", {**halt, "status": "halted",
-                                                        "config": config.to_dict()})
-            raise
-        evaluation = evaluate(result.state.params, holdout)
-        metrics.write(json.dumps({"event": "eval", "step": result.state.step,
-                                  "pr_auc": evaluation.pr_auc,
-                                  "positives": evaluation.positives}) + "\n")
-    write_json_atomic(out_dir / "status.json", {
-        "status": "finished", "step": result.state.step, "config": config.to_dict(),
-        "data_dir": str(data_dir), "pr_auc": evaluation.pr_auc,
-        "masked_heads": list(masked),
+    scores_path = None
+    if options.holdout_scores_out is not None:
+        scores_path = write_holdout_scores(
+            options.holdout_scores_out, holdout.user_id, holdout.label_lists,
+            holdout.label_source, holdout.label_strength, predict(state.params, holdout.cls),
+            config.heads,
+        )
+    write_json_atomic(out_dir / STATUS, {
+        "status": "finished", "step": state.step, "config": run_config,
+        "pr_auc": evaluation.pr_auc, "masked_heads": list(masked), "restarts": run.restarts,
+        "lr_scale": run.lr_scale,
     })
-    return RunSummary(out_dir, result.state, evaluation, masked)
+    return RunSummary(out_dir, state, evaluation, masked, run.restarts, resumed_from,
+                      scores_path)
 
 
 def format_evaluation(evaluation: Evaluation) -> str:
