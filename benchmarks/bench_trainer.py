@@ -1,0 +1,212 @@
+"""Benchmark the reference trainer side by side with the common way of writing it.
+
+Not a test. One run measures, on synthetic shards (200k training rows x 1024 dims):
+
+- training steps/s of the shipped config (hidden 512,256, batch 256) and the linear
+  config (batch 32): the trainer vs a baseline loop (a jitted step per Python
+  iteration, batch gathered per step, ``float(loss)`` every 500 steps) and vs the
+  compute ceiling (matmul FLOPs per step / this machine's measured float32 matmul rate);
+- the guard's overhead: the same trainer with the guard off;
+- loader rows/s and peak memory vs a row-by-row ``to_pylist()`` loader and vs reading
+  the same shards with pyarrow alone (each loader in its own process).
+
+Usage: .venv/bin/python benchmarks/bench_trainer.py [--data DIR] [--repeats N]
+Prints a markdown table and writes benchmarks/results/trainer.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from trainer_baseline import baseline_train, make_baseline_step  # noqa: E402
+
+from nozero_trainer import loop  # noqa: E402
+from nozero_trainer.config import TrainConfig  # noqa: E402
+from nozero_trainer.data import load_split  # noqa: E402
+from nozero_trainer.loss import head_weighting  # noqa: E402
+from nozero_trainer.synthetic import make_data  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+DIM = 1024
+TRAIN_ROWS = 200_000
+CONFIGS = {
+    "shipped (1024 → 512 → 256 → 8, batch 256)": (TrainConfig(), 200),
+    "linear (1024 → 8, batch 32)": (TrainConfig(hidden_dims=(), batch_size=32), 4000),
+}
+
+
+def say(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+def matmul_rate(repeats: int = 10) -> tuple[float, str]:
+    """Best float32 matmul rate (FLOP/s) over a few shapes, through the same JAX backend."""
+    best, best_shape = 0.0, ""
+    matmul = jax.jit(lambda a, b: a @ b)
+    for m, k, n in ((2048, 2048, 2048), (1024, 1024, 1024), (256, 1024, 512)):
+        a = jnp.ones((m, k), jnp.float32)
+        b = jnp.ones((k, n), jnp.float32)
+        matmul(a, b).block_until_ready()
+        for _ in range(3):
+            started = time.perf_counter()
+            for _ in range(repeats):
+                out = matmul(a, b)
+            out.block_until_ready()
+            rate = 2 * m * k * n * repeats / (time.perf_counter() - started)
+            if rate > best:
+                best, best_shape = rate, f"{m}x{k} @ {k}x{n}"
+    return best, best_shape
+
+
+def train_step_flops(config: TrainConfig, in_dim: int, n_heads: int) -> float:
+    """Matmul FLOPs of one training step (elementwise work is not counted).
+
+    Forward: 2*B*fan_in*fan_out per layer. Backward: the same again for each weight
+    gradient, and once more for each input gradient except the first layer's (the
+    embeddings are not differentiated).
+    """
+    widths = [in_dim, *config.hidden_dims, n_heads]
+    layers = [2.0 * config.batch_size * a * b for a, b in zip(widths[:-1], widths[1:], strict=True)]
+    return 3 * sum(layers) - layers[0]
+
+
+def best_of(measures: dict[str, Callable[[], None]], repeats: int) -> dict[str, float]:
+    """Best wall time of each measure, run interleaved so load changes hit all alike."""
+    times = {name: float("inf") for name in measures}
+    for _ in range(repeats):
+        for name, run in measures.items():
+            started = time.perf_counter()
+            run()
+            times[name] = min(times[name], time.perf_counter() - started)
+    return times
+
+
+def bench_training(cls, labels, weights, mask, repeats: int, rate: float) -> list[dict]:
+    results = []
+    for name, (config, steps) in CONFIGS.items():
+        config = TrainConfig(**{**config.to_dict(), "steps": steps, "warmup_steps": 10})
+        baseline_step = make_baseline_step(config, weights, mask)
+        measures = {
+            "trainer": lambda c=config: loop.train_arrays(
+                c, cls, labels, head_weights=weights, head_mask=mask),
+            "guard off": lambda c=config: loop.train_arrays(
+                c, cls, labels, head_weights=weights, head_mask=mask, guard=False),
+            "baseline": lambda c=config, s=baseline_step: baseline_train(c, cls, labels, s),
+        }
+        say(f"training, {name}: compiling")
+        compile_times = best_of(measures, 1)
+        say(f"training, {name}: {repeats} interleaved runs of {steps} steps each")
+        times = best_of(measures, repeats)
+        per_second = {k: steps / t for k, t in times.items()}
+        ceiling = rate / train_step_flops(config, cls.shape[1], labels.shape[1])
+        results.append({
+            "config": name, "steps": steps, "steps_per_s": per_second,
+            "first_run_s": compile_times, "ceiling_steps_per_s": ceiling,
+            "vs_baseline": per_second["trainer"] / per_second["baseline"],
+            "of_ceiling": per_second["trainer"] / ceiling,
+            "guard_overhead": times["trainer"] / times["guard off"] - 1,
+        })
+        say(json.dumps(results[-1]))
+    return results
+
+
+def bench_loader(split_dir: Path, row_by_row_rows: int) -> dict[str, dict]:
+    script = HERE / "trainer_loaders.py"
+    out = {}
+    for kind, extra in (("pyarrow", []), ("ours", []), ("row_by_row", [str(row_by_row_rows)]),
+                        ("pyarrow", []), ("ours", [])):
+        say(f"loader: {kind}")
+        done = subprocess.run([sys.executable, str(script), kind, str(split_dir), *extra],
+                              capture_output=True, text=True, check=True)
+        result = json.loads(done.stdout.strip().splitlines()[-1])
+        result["rows_per_s"] = result["rows"] / result["seconds"]
+        if kind not in out or result["seconds"] < out[kind]["seconds"]:
+            out[kind] = result  # best of two for the fast loaders (page cache is warm)
+    return out
+
+
+def render(train: list[dict], loader: dict[str, dict], rate: float, shape: str) -> str:
+    lines = [
+        f"Machine: {platform.machine()}, {os.cpu_count()} CPU cores, JAX {jax.__version__} "
+        f"on {jax.default_backend()}; measured float32 matmul rate "
+        f"{rate / 1e9:.1f} GFLOP/s (best, {shape}).",
+        "",
+        "| training | trainer steps/s | baseline steps/s | vs baseline | ceiling steps/s "
+        "| of ceiling | guard off steps/s | guard overhead |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for r in train:
+        s = r["steps_per_s"]
+        lines.append(
+            f"| {r['config']} | {s['trainer']:.1f} | {s['baseline']:.1f} | "
+            f"{r['vs_baseline']:.2f}x | {r['ceiling_steps_per_s']:.1f} | "
+            f"{r['of_ceiling']:.0%} | {s['guard off']:.1f} | {r['guard_overhead']:+.1%} |"
+        )
+    ours, floor, naive = loader["ours"], loader["pyarrow"], loader["row_by_row"]
+    mib = 1 / 2**20
+    lines += [
+        "",
+        "| loader | rows | rows/s | seconds | peak memory added | returned arrays |",
+        "| --- | ---: | ---: | ---: | ---: | ---: |",
+    ]
+    for label, r in (("trainer (`load_split`)", ours), ("pyarrow read only (floor)", floor),
+                     ("row by row `to_pylist()`", naive)):
+        returned = f"{r['returned_bytes'] * mib:.0f} MiB" if r["returned_bytes"] else "—"
+        lines.append(f"| {label} | {r['rows']} | {r['rows_per_s']:,.0f} | {r['seconds']:.2f} | "
+                     f"{r['peak_added_bytes'] * mib:.0f} MiB | {returned} |")
+    lines += [
+        "",
+        f"Loader: {ours['rows_per_s'] / naive['rows_per_s']:.0f}x the row-by-row loader's "
+        f"rows/s; {ours['seconds'] / floor['seconds']:.2f}x the pyarrow floor's time; peak "
+        f"memory {ours['peak_added_bytes'] / ours['returned_bytes']:.2f}x the returned arrays.",
+    ]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, default=Path("/tmp/nozero-bench-trainer"),
+                        help="synthetic shards (made here if missing)")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--row-by-row-rows", type=int, default=10_000,
+                        help="rows the slow row-by-row loader reads (its rows/s is reported)")
+    parser.add_argument("--out", type=Path, default=HERE / "results" / "trainer.json")
+    args = parser.parse_args(argv)
+
+    if not (args.data / "train").is_dir():
+        say(f"writing {TRAIN_ROWS} x {DIM} training rows to {args.data}")
+        make_data(args.data, rows=TRAIN_ROWS * 5 // 4, dim=DIM, seed=0, shards=8)
+    loader = bench_loader(args.data / "train", args.row_by_row_rows)
+
+    say("measuring the float32 matmul rate")
+    rate, shape = matmul_rate()
+    split = load_split(args.data / "train")
+    cls, labels = split.cls[:50_000].copy(), split.labels[:50_000].copy()
+    del split
+    weights, mask = head_weighting(True, labels.sum(0), len(labels), labels.shape[1])
+    train = bench_training(cls, labels, weights, mask, args.repeats, rate)
+
+    table = render(train, loader, rate, shape)
+    print(table)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps({"matmul_flops": rate, "matmul_shape": shape,
+                                    "training": train, "loader": loader,
+                                    "table": table}, indent=2) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
