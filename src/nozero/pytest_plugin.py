@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import pytest
 
-DEFAULT_EXAMPLES = 20
+DEFAULT_EXAMPLES = 50
 DEFAULT_STEPS = 4
 FACTORY_SPEC = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*")
 
