@@ -18,18 +18,19 @@ be the same, and the test suite checks that they are.
 from __future__ import annotations
 
 import ast
+import gc
 import symtable
 import warnings
-from collections.abc import Collection, Iterable
+from collections.abc import Collection
 from dataclasses import dataclass
 
 import libcst as cst
 
 from nozero.lint import prefilter
-from nozero.lint.imports import child_statements, collect_aliases, last_part
+from nozero.lint.imports import collect_aliases, last_part
 from nozero.lint.noqa import has_nozero_noqa, noqa_comments
 from nozero.lint.rules import ALL_RULES, Rule, get_rule
-from nozero.lint.rules.base import Context, Hit
+from nozero.lint.rules.base import Context, Hit, children
 from nozero.lint.signal import FileFacts, FunctionNode
 from nozero.lint.vocab import TRIGGER_WORDS
 
@@ -61,6 +62,22 @@ def lint_source(
     ``select`` is the set of enabled codes (None = the rules enabled by default);
     ``shortcuts=False`` skips the pre-filters, which must never change the findings.
     """
+    collecting = gc.isenabled()
+    gc.disable()  # parse trees are acyclic; collections mid-parse cost a third of the time
+    try:
+        return _lint(source, path, select, require_reason, shortcuts)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _lint(
+    source: str,
+    path: str,
+    select: Collection[str] | None,
+    require_reason: bool,
+    shortcuts: bool,
+) -> list[Finding]:
     enabled = DEFAULT_CODES if select is None else frozenset(select)
     rules = [rule() for rule in ALL_RULES if rule.code in enabled and rule.node_types]
     check_reasons = require_reason and NOQA_WITHOUT_REASON in enabled
@@ -107,79 +124,96 @@ def _syntax_error(source: str, path: str, *, quick: bool) -> Finding | None:
 
 
 # ---- units and candidates ---------------------------------------------------------------
-def _functions_in(nodes: Iterable[ast.stmt]) -> Iterable[FunctionNode]:
-    stack = list(nodes)
-    while stack:
-        node = stack.pop()
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-            yield node
-        stack.extend(child_statements(node))
-
-
 def _candidate_units(
-    units: list[prefilter.Unit], lines: list[str], facts: FileFacts
+    source: str, units: list[prefilter.Unit], lines: list[str], facts: FileFacts
 ) -> list[prefilter.Unit]:
-    """Units whose text holds a trigger word or one of this file's names for one: an
-    import alias, a module-level finiteness flag, a helper that sanitizes or tests."""
-    names = {local for local, qualified in facts.aliases.items()
-             if last_part(qualified) in TRIGGER_WORDS}
-    names |= facts.scope(0).flags
-    texts = [unit.text(lines) for unit in units]
+    """The parts of the file libcst must see: units whose text holds a trigger word or
+    one of this file's names for one (an import alias, a finiteness flag, a helper that
+    sanitizes or tests), narrowed to the statements holding them. Finding the helpers and
+    flags needs the functions that hold triggers, hence the fixed point."""
+    names = set(TRIGGER_WORDS) | facts.scope(0).flags
+    names |= {local for local, qualified in facts.aliases.items()
+              if last_part(qualified) in TRIGGER_WORDS}
+    triggers = prefilter.TriggerLines(source, lines)
+    triggers.add_words(names - TRIGGER_WORDS)
     while True:
-        pattern = prefilter.trigger_pattern(names)
-        selected = [u for u, text in zip(units, texts, strict=True)
-                    if prefilter.could_hold_finding(text, pattern)]
-        helpers = {
+        frozen = frozenset(names)
+        selected: list[prefilter.Unit] = []
+        holders: set[FunctionNode] = set()
+        for unit in units:
+            if triggers.could_hold_finding(unit.first, unit.last):
+                pieces, functions = prefilter.narrow(unit, lines, frozen, triggers)
+                selected += pieces
+                holders |= functions
+        found = {
             fn.name
-            for unit in selected
-            for fn in _functions_in(unit.nodes)
+            for fn in holders
             if facts.is_sanitizer_helper(fn.name) or facts.is_predicate_helper(fn.name)
         }
-        if helpers <= names:
+        for fn in holders:  # ``ok = isfinite(loss)`` ... ``where(ok, new, old)``
+            found |= facts.scope(fn.lineno).flags
+        if found <= names:
             return selected
-        names |= helpers
+        triggers.add_words(found - names)
+        names |= found
 
 
 # ---- libcst ---------------------------------------------------------------------------
-class _Dispatcher(cst.CSTVisitor):
-    """One walk over a unit, handing each node to the rules that inspect its type."""
+def _dispatch(module: cst.Module, rules: list[Rule], ctx: Context, def_lines: list[int]) -> None:
+    """Hand each node of ``module`` to the rules that inspect its type, keeping the
+    context's ancestors and enclosing functions up to date."""
+    by_type: dict[type[cst.CSTNode], list[Rule]] = {}
+    for rule in rules:
+        for node_type in rule.node_types:
+            by_type.setdefault(node_type, []).append(rule)
+    lines = iter(def_lines)  # libcst meets the defs in source order, as ``ast`` lists them
+    stack: list[tuple[cst.CSTNode, bool]] = [(module, True)]
+    while stack:
+        node, entering = stack.pop()
+        if not entering:
+            ctx.ancestors.pop()
+            if isinstance(node, cst.FunctionDef):
+                ctx.scopes.pop()
+            continue
+        if isinstance(node, cst.FunctionDef):
+            ctx.scopes.append(next(lines))
+        for rule in by_type.get(type(node), ()):
+            rule.check(node, ctx)
+        ctx.ancestors.append(node)
+        stack.append((node, False))
+        stack.extend((child, True) for child in reversed(children(node)))
 
-    def __init__(self, rules: list[Rule], ctx: Context) -> None:
-        self.ctx = ctx
-        self.by_type: dict[type[cst.CSTNode], list[Rule]] = {}
-        for rule in rules:
-            for node_type in rule.node_types:
-                self.by_type.setdefault(node_type, []).append(rule)
 
-    def on_visit(self, node: cst.CSTNode) -> bool:
-        for rule in self.by_type.get(type(node), ()):
-            rule.check(node, self.ctx)
-        self.ctx.ancestors.append(node)
-        return True
-
-    def on_leave(self, original_node: cst.CSTNode) -> None:
-        self.ctx.ancestors.pop()
-
-
-def _visit(text: str, line_offset: int, rules: list[Rule], facts: FileFacts) -> list[Hit]:
+def _visit(
+    text: str,
+    line_offset: int,
+    def_lines: list[int],
+    rules: list[Rule],
+    facts: FileFacts,
+    enclosing: int = 0,
+) -> list[Hit]:
     try:
         module = cst.parse_module(text)
     except (cst.ParserSyntaxError, RecursionError):
         return []  # ``ast`` accepted the file; libcst cannot check this part
-    wrapper = cst.MetadataWrapper(module, unsafe_skip_copy=True)
-    ctx = Context(module, wrapper, facts, line_offset)
-    module.visit(_Dispatcher(rules, ctx))
+    ctx = Context(module, facts, line_offset)
+    if enclosing:
+        ctx.scopes.append(enclosing)
+    _dispatch(module, rules, ctx, def_lines)
     return ctx.hits
 
 
 def _visit_unit(unit: prefilter.Unit, lines: list[str], rules: list[Rule],
                 facts: FileFacts) -> list[Hit]:
     text = unit.text(lines)
+    def_lines = [fn.lineno for fn in unit.functions()]
     if not unit.nested:
-        return _visit(text, unit.first - 1, rules, facts)
+        return _visit(text, unit.first - 1, def_lines, rules, facts)
     first_line = lines[unit.first - 1]
     newline = first_line[len(first_line.rstrip("\r\n")):] or "\n"
-    return _visit(f"if 1:{newline}{text}", unit.first - 2, rules, facts)
+    return _visit(
+        f"if 1:{newline}{text}", unit.first - 2, def_lines, rules, facts, unit.enclosing
+    )
 
 
 def _run_rules(source: str, tree: ast.Module, rules: list[Rule], shortcuts: bool) -> list[Hit]:
@@ -187,14 +221,15 @@ def _run_rules(source: str, tree: ast.Module, rules: list[Rule], shortcuts: bool
     lines = prefilter.split_lines(source)
     units = prefilter.split_units(tree, lines)
     if shortcuts:
-        units = _candidate_units(units, lines, facts)
+        units = _candidate_units(source, units, lines, facts)
     else:
+        whole = prefilter.Unit(1, len(lines), tree.body, False)
         try:
             cst.parse_module(source)
         except (cst.ParserSyntaxError, RecursionError):
             pass  # libcst rejects some part: check unit by unit, as the shortcuts do
         else:
-            return _visit(source, 0, rules, facts)
+            return _visit(source, 0, [fn.lineno for fn in whole.functions()], rules, facts)
     return [hit for unit in units for hit in _visit_unit(unit, lines, rules, facts)]
 
 

@@ -17,34 +17,72 @@ from __future__ import annotations
 
 import ast
 import io
-import re
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterable
 from dataclasses import dataclass
+from itertools import accumulate
 
 from nozero.lint import vocab
 
 
-def trigger_pattern(extra_names: Iterable[str] = ()) -> re.Pattern[str]:
-    """The trigger words plus this file's own names for them (aliases, helpers, flags)."""
-    words = "|".join(re.escape(w) for w in sorted(vocab.TRIGGER_WORDS | set(extra_names)))
-    return re.compile(rf"\b(?:{words})\b")
-
-
-_BASE_PATTERN = trigger_pattern()
-
-
-def could_hold_finding(text: str, pattern: re.Pattern[str] = _BASE_PATTERN) -> bool:
-    """False only when no rule can flag anything in ``text``."""
+def could_hold_finding(text: str) -> bool:
+    """False only when no rule can flag anything in ``text`` (one file)."""
     return bool(
-        pattern.search(text)
-        or vocab.SELF_NOT_EQUAL.search(text)
+        (any(word in text for word in vocab.TRIGGER_WORDS)
+         and vocab.word_offsets(text, vocab.TRIGGER_WORDS))
+        or ("!=" in text and vocab.self_comparisons(text))
         or ("except" in text and vocab.NONFINITE_TEXT.search(text))
     )
+
+
+class TriggerLines:
+    """The lines of one file that hold trigger text, found once for the whole file so
+    that each unit is a lookup rather than a search."""
+
+    def __init__(self, source: str, lines: list[str]) -> None:
+        self.source = source
+        self._ends = list(accumulate(len(line) for line in lines))
+        self.words = self._lines(vocab.word_offsets(source, vocab.TRIGGER_WORDS))
+        self.words += self._lines(vocab.self_comparisons(source))
+        self.words.sort()
+        self.excepts = self._lines(vocab.word_offsets(source, ["except"]))
+        self.nonfinite_text = (
+            self._lines(m.start() for m in vocab.NONFINITE_TEXT.finditer(source))
+            if self.excepts
+            else []
+        )
+
+    def _lines(self, offsets: Iterable[int]) -> list[int]:
+        return sorted({bisect_right(self._ends, offset) + 1 for offset in offsets})
+
+    def add_words(self, words: Iterable[str]) -> None:
+        """Also count this file's own names for the trigger words (aliases, helpers)."""
+        found = self._lines(vocab.word_offsets(self.source, words))
+        self.words = sorted(set(self.words).union(found))
+
+    def could_hold_finding(self, first: int, last: int, except_text: bool | None = None) -> bool:
+        """Do lines ``first..last`` hold trigger text? ``except_text``: whether the unit
+        around them holds both ``except`` and a non-finite string (None: find out)."""
+        if except_text is None:
+            except_text = _any_within(self.excepts, first, last) and _any_within(
+                self.nonfinite_text, first, last
+            )
+        return _any_within(self.words, first, last) or (
+            except_text and _any_within(self.excepts, first, last)
+        )
+
+
+def _any_within(sorted_lines: list[int], first: int, last: int) -> bool:
+    at = bisect_left(sorted_lines, first)
+    return at < len(sorted_lines) and sorted_lines[at] <= last
 
 
 def split_lines(source: str) -> list[str]:
     """Lines as the Python tokenizer counts them (``\\n``, ``\\r\\n`` or ``\\r``), with ends."""
     return io.StringIO(source, newline="").readlines()
+
+
+FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef
 
 
 @dataclass
@@ -54,16 +92,21 @@ class Unit:
     first: int
     last: int
     nodes: list[ast.stmt]
-    nested: bool  # indented: inside a class body
+    nested: bool  # indented: libcst needs a block header in front of it
+    enclosing: int = 0  # def line of the function the unit sits in (0: none)
 
     def text(self, lines: list[str]) -> str:
         return "".join(lines[self.first - 1 : self.last])
 
-
-def _starts_line(node: ast.stmt, lines: list[str]) -> bool:
-    first = _first_line(node)
-    column = node.decorator_list[0].col_offset - 1 if _decorators(node) else node.col_offset
-    return not lines[first - 1].encode()[:column].strip()
+    def functions(self) -> list[FunctionNode]:
+        """Every ``def`` in the unit in source order: the order libcst visits them in."""
+        found = [
+            node
+            for top in self.nodes
+            for node in ast.walk(top)
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+        ]
+        return sorted(found, key=lambda fn: (fn.lineno, fn.col_offset))
 
 
 def _decorators(node: ast.stmt) -> list[ast.expr]:
@@ -75,30 +118,113 @@ def _first_line(node: ast.stmt) -> int:
     return decorators[0].lineno if decorators else node.lineno
 
 
+def _starts_line(node: ast.stmt, lines: list[str]) -> bool:
+    """Is ``node`` (with its decorators) the first thing on its line?"""
+    decorators = _decorators(node)
+    column = decorators[0].col_offset - 1 if decorators else node.col_offset
+    return not lines[_first_line(node) - 1].encode()[:column].strip()
+
+
+def _unit_of(node: ast.stmt, lines: list[str]) -> Unit:
+    return Unit(_first_line(node), node.end_lineno or node.lineno, [node], node.col_offset > 0)
+
+
 def split_units(tree: ast.Module, lines: list[str]) -> list[Unit]:
     """Top-level statements, with class bodies split into their statements (so that one
     suspicious method does not send a whole class to libcst). Statements sharing a line
     (``a = 1; b = 2``) stay in one unit."""
-    pieces: list[tuple[ast.stmt, bool]] = []
+    statements: list[ast.stmt] = []
 
-    def add(statements: list[ast.stmt], nested: bool) -> None:
-        for node in statements:
+    def add(body: list[ast.stmt]) -> None:
+        for node in body:
             if (
                 isinstance(node, ast.ClassDef)
                 and node.body
                 and all(_starts_line(child, lines) for child in node.body)
             ):
-                add(node.body, True)
+                add(node.body)
             else:
-                pieces.append((node, nested))
+                statements.append(node)
 
-    add(tree.body, False)
+    add(tree.body)
     units: list[Unit] = []
-    for node, nested in pieces:
-        first, last = _first_line(node), node.end_lineno or node.lineno
-        if units and first <= units[-1].last:
-            units[-1].last = max(units[-1].last, last)
+    for node in statements:
+        unit = _unit_of(node, lines)
+        if units and unit.first <= units[-1].last:
+            units[-1].last = max(units[-1].last, unit.last)
             units[-1].nodes.append(node)
         else:
-            units.append(Unit(first, last, [node], nested))
+            units.append(unit)
     return units
+
+
+def _is_trigger(node: ast.AST, names: frozenset[str], except_text: bool) -> bool:
+    """Can a rule's match start at ``node``? (Over-approximates every rule's condition.)"""
+    if isinstance(node, ast.Name):
+        return node.id in names
+    if isinstance(node, ast.Attribute):
+        return node.attr in names
+    if isinstance(node, ast.keyword):
+        return node.arg in names
+    if isinstance(node, ast.Constant):
+        return isinstance(node.value, str) and node.value in names
+    if isinstance(node, ast.Compare):  # ``x != x``
+        sides = [node.left, *node.comparators]
+        return any(
+            isinstance(op, ast.NotEq) and ast.dump(left) == ast.dump(right)
+            for op, left, right in zip(node.ops, sides[:-1], sides[1:], strict=True)
+        )
+    return except_text and isinstance(node, ast.ExceptHandler)
+
+
+def narrow(
+    unit: Unit, lines: list[str], names: frozenset[str], triggers: TriggerLines
+) -> tuple[list[Unit], set[FunctionNode]]:
+    """The parts of ``unit`` libcst must see, and the functions holding a trigger.
+
+    Rules look no further than the function a match is in (what they need from
+    elsewhere they ask ``FileFacts``), and up to the statement of that function's body
+    that holds the match. So each place a rule could match sends the statement of its
+    innermost function's body to libcst; outside any function, the whole unit. The walk
+    only enters nodes whose lines hold trigger text."""
+    except_text = _any_within(triggers.excepts, unit.first, unit.last) and _any_within(
+        triggers.nonfinite_text, unit.first, unit.last
+    )
+    pieces: dict[int, Unit] = {}
+    holders: set[FunctionNode] = set()
+    # (node, innermost function starting its own line, statement of that function's body)
+    stack: list[tuple[ast.AST, FunctionNode | None, ast.stmt | None]] = [
+        (node, None, None) for node in unit.nodes
+    ]
+    while stack:
+        node, function, statement = stack.pop()
+        lineno = getattr(node, "lineno", None)
+        if lineno is not None and not triggers.could_hold_finding(
+            lineno, node.end_lineno or lineno, except_text
+        ):
+            continue
+        if _is_trigger(node, names, except_text):
+            if function is None:
+                return [unit], holders
+            holders.add(function)
+            if statement is not None and _starts_line(statement, lines):
+                piece = _unit_of(statement, lines)
+                piece.enclosing = function.lineno
+            else:
+                piece = _unit_of(function, lines)
+            pieces[id(piece.nodes[0])] = piece
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and _starts_line(node, lines):
+            body = {id(child) for child in node.body}
+            stack.extend(
+                (child, node, child if id(child) in body else None)
+                for child in ast.iter_child_nodes(node)
+            )
+        else:
+            stack.extend((child, function, statement) for child in ast.iter_child_nodes(node))
+    found = list(pieces.values())
+    outermost = [p for p in found if not any(_within(p, other) for other in found)]
+    return sorted(outermost, key=lambda p: p.first), holders
+
+
+def _within(inner: Unit, outer: Unit) -> bool:
+    return inner is not outer and outer.first <= inner.first and inner.last <= outer.last

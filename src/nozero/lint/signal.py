@@ -76,7 +76,6 @@ class Scope:
     signal: set[str] = field(default_factory=set)  # tainted by origin
     grad_functions: set[str] = field(default_factory=set)  # results of jax.grad(...)
     flags: set[str] = field(default_factory=set)  # results of finiteness tests on signal
-    guarded: bool = False  # raises, or records the failure so that a caller raises
 
 
 class FileFacts:
@@ -164,8 +163,14 @@ class FileFacts:
                 if not names <= scope.flags and self.is_nonfinite_test(value, scope, self.source):
                     scope.flags |= names
                     changed = True
-        scope.guarded = self._raises(root) or self._records(root, scope)
         return scope
+
+    def is_guarded(self, key: int) -> bool:
+        """Does the function on line ``key`` raise, or record a failed finiteness test
+        (return it, store it, pass it on) so that a caller can raise?"""
+        entry = self._functions.get(key)
+        root: ast.AST = entry[0] if entry else self.tree
+        return self._raises(root) or self._records(root, self.scope(key))
 
     # ---- expressions ----------------------------------------------------------------
     def qualified(self, node: ast.expr) -> str | None:
@@ -223,7 +228,7 @@ class FileFacts:
                 and isinstance(expr.ops[0], ast.NotEq)
                 and dotted_name(expr.left) is not None
                 and ast.dump(expr.left) == ast.dump(expr.comparators[0])
-                and vocab.SELF_NOT_EQUAL.search(ast.get_source_segment(text, expr) or "")
+                and vocab.self_comparisons(ast.get_source_segment(text, expr) or "")
                 and self.is_signal(expr.left, scope)
             ):
                 return True
@@ -285,7 +290,8 @@ class FileFacts:
 
     # ---- guards: does the scope raise, or record the failure for a raise? -------------
     def _raises(self, root: ast.AST) -> bool:
-        for node in ast.walk(root):
+        nodes = scope_nodes(root) if isinstance(root, ast.Module) else ast.walk(root)
+        for node in nodes:
             if isinstance(node, ast.Raise | ast.Assert):
                 return True
             if isinstance(node, ast.Call):
@@ -378,19 +384,27 @@ class FileFacts:
         return Scope(scope.signal | parameter_names(fn), scope.grad_functions, scope.flags)
 
     def _tests_parameter(self, fn: FunctionNode) -> bool:
+        returns = [
+            node.value for node in scope_nodes(fn)
+            if isinstance(node, ast.Return) and isinstance(node.value, ast.expr)
+            and not isinstance(node.value, ast.Constant)
+        ]
+        if not returns:
+            return False
         scope = self._parameter_scope(fn)
-        return any(
-            isinstance(node, ast.Return) and node.value is not None
-            and self.is_nonfinite_test(node.value, scope, self.source)
-            for node in scope_nodes(fn)
-        )
+        return any(self.is_nonfinite_test(value, scope, self.source) for value in returns)
 
     def _sanitizes_parameter(self, fn: FunctionNode) -> bool:
+        calls = [
+            (node, last_part(self.qualified(node.func) or getattr(node.func, "attr", None)))
+            for node in scope_nodes(fn)
+            if isinstance(node, ast.Call)
+        ]
+        calls = [(c, n) for c, n in calls if n in vocab.SANITIZERS | vocab.MASKED_FILL | {"where"}]
+        if not calls:
+            return False
         scope = self._parameter_scope(fn)
-        for node in scope_nodes(fn):
-            if not isinstance(node, ast.Call):
-                continue
-            name = last_part(self.qualified(node.func) or getattr(node.func, "attr", None))
+        for node, name in calls:
             if name in vocab.SANITIZERS:
                 subjects = [*node.args[:1], *(k.value for k in node.keywords)]
                 if isinstance(node.func, ast.Attribute):

@@ -37,7 +37,7 @@ class SwallowedFloatingPointError(Rule):
     message = "except clause catches the non-finite failure and training goes on"
     doc = """\
 ## What it flags
-`except FloatingPointError` / `ArithmeticError` / `OverflowError` around code that
+`except FloatingPointError` / `ArithmeticError` around code that
 touches loss or gradients, and `except NonFiniteError` anywhere, whose handler does not
 raise again.
 
