@@ -127,9 +127,10 @@ class FileFacts:
             return None
         return name if name in self._functions_by_name else None
 
-    def function_at(self, line: int) -> FunctionNode | None:
-        entry = self._functions.get(line)
-        return entry[0] if entry else None
+    def parameters(self, key: int) -> set[str]:
+        """Parameter names of the function defined on line ``key`` (none at module level)."""
+        entry = self._functions.get(key)
+        return parameter_names(entry[0]) if entry else set()
 
     # ---- scopes ---------------------------------------------------------------------
     def scope(self, key: int) -> Scope:
@@ -297,8 +298,8 @@ class FileFacts:
             if isinstance(node, ast.Call):
                 if last_part(self.qualified(node.func)) in vocab.RAISING_CALLS:
                     return True
-                helper = self.helper_name(node.func)
-                if helper is not None and self.is_raising_helper(helper):
+                called = last_part(self.qualified(node.func) or getattr(node.func, "attr", None))
+                if self.defines_function(called) and self.is_raising_helper(called):
                     return True
         return False
 

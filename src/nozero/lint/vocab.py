@@ -37,6 +37,9 @@ RAISING_CALLS = frozenset(
     {"check_finite", "check", "check_numerics", "exit", "_exit", "abort", "fail"}
 )
 
+# Calls that apply an optimizer step (a check guarding one skips the step).
+UPDATE_CALLS = frozenset({"step", "apply_updates", "apply_gradients", "backward", "minimize"})
+
 # Words whose presence (as a whole word) lets a file or a unit of code hold a finding.
 TRIGGER_WORDS = frozenset(
     PREDICATES | SANITIZERS | NONFINITE_EXCEPTIONS | CHECK_CALLS | set(OPTAX_SWITCHES)

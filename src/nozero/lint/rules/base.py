@@ -144,15 +144,17 @@ class Context:
 
 
 def raises(node: cst.CSTNode, ctx: Context) -> bool:
-    """Does ``node`` raise, assert, exit, or call a check or a same-file helper that raises?"""
+    """Does ``node`` raise, assert, exit, or call a check or a same-file function that
+    raises (on some path: a helper that re-raises when out of retries counts)?"""
     for child in walk(node):
         if isinstance(child, cst.Raise | cst.Assert):
             return True
         if isinstance(child, cst.Call):
-            if ctx.called(child) in vocab.RAISING_CALLS:
+            called = ctx.called(child)
+            if called in vocab.RAISING_CALLS:
                 return True
-            helper = ctx.helper_called(child)
-            if helper is not None and ctx.facts.is_raising_helper(helper):
+            # a same-file function or method that raises (``run.halted(err)`` re-raising)
+            if ctx.facts.defines_function(called) and ctx.facts.is_raising_helper(called):
                 return True
     return False
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import libcst as cst
 import libcst.matchers as m
 
+from nozero.lint import vocab
 from nozero.lint.rules.base import Context, Rule, raises, walk
 
 _SKIPS = (cst.Continue, cst.Break, cst.Pass, cst.Return)
@@ -26,15 +27,41 @@ def _is_predicate_body(node: cst.If) -> bool:
     return bool(statements) and all(m.matches(s, _BOOLEAN_RETURN) for s in statements)
 
 
+def _names(node: cst.CSTNode) -> set[str]:
+    return {n.value for n in walk(node) if isinstance(n, cst.Name)}
+
+
 def _skip_kind(node: cst.If, ctx: Context) -> str | None:
-    """What the non-raising check does: 'skip' (continue, return, zero_grad...) or 'go on'."""
+    """What the non-raising check does: 'skip' (continue, return, zero_grad...), 'go on'
+    (training continues past it), or None when it hands the values it tested back to its
+    caller (``return step, loss``: a search, not a skip)."""
+    tested = _names(node.test)
     for branch in _branches(node):
         for child in walk(branch):
+            if isinstance(child, cst.Return) and child.value is not None and (
+                _names(child.value) & tested
+            ):
+                return None
             if isinstance(child, _SKIPS):
                 return "skip"
             if isinstance(child, cst.Call) and ctx.called(child) == "zero_grad":
                 return "skip"
-    return "go on"
+    return "go on" if _trains_on(node, ctx) else None
+
+
+def _trains_on(node: cst.If, ctx: Context) -> bool:
+    """Is the check in a training loop, or does it guard an optimizer step? (Elsewhere,
+    say a report about a finished run, a check that does not raise stops nothing.)"""
+    for ancestor in reversed(ctx.ancestors):
+        if isinstance(ancestor, cst.For | cst.While):
+            return True
+        if isinstance(ancestor, cst.FunctionDef):
+            break
+    return any(
+        isinstance(child, cst.Call) and ctx.called(child) in vocab.UPDATE_CALLS
+        for branch in _branches(node)
+        for child in walk(branch)
+    )
 
 
 def _unguarded_check(node: cst.CSTNode, ctx: Context) -> str | None:
@@ -82,6 +109,8 @@ if not math.isfinite(loss.item()):
         "    return False\n",
         "import math\nfrom nozero import check_finite\nif math.isnan(loss):\n"
         "    check_finite(loss=loss, grad_norm=gn, step=step)\n",
+        "import math\ndef first_bad(history):\n    for step, (loss, gn) in enumerate(history):\n"
+        "        if not math.isfinite(loss):\n            return step, loss\n",
     ]
     INVALID = [
         "import torch\nfor batch in loader:\n    loss = model(batch)\n"
@@ -126,10 +155,15 @@ Raise the documented error (`nozero.check_finite`) at the first non-finite step.
         "import math\nif not math.isfinite(loss):\n"
         "    logger.error('nan')\n    raise SystemExit(1)\n",
         "import math\nif math.isfinite(score):\n    best = max(best, score)\n",
+        "import math\ndef describe(loss):\n    notes = []\n    if not math.isfinite(loss):\n"
+        "        notes.append('the loss was not finite')\n    return notes\n",
     ]
     INVALID = [
-        "import math\nif not math.isfinite(loss):\n    logger.warning('non-finite loss')\n",
+        "import math\nwhile True:\n    loss = step()\n    if not math.isfinite(loss):\n"
+        "        logger.warning('non-finite loss')\n",
         "import torch\nif torch.isfinite(loss):\n    optimizer.step()\n",
+        "import math\nfor batch in loader:\n    loss = train_step(batch)\n"
+        "    if math.isnan(loss):\n        log.warning('nan loss')\n",
     ]
     node_types = (cst.If,)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import libcst as cst
+import libcst.matchers as m
 
 from nozero.lint import vocab
 from nozero.lint.rules.base import Context, Rule, raises, walk
@@ -29,6 +30,31 @@ def _try_body_is_training(handler: cst.ExceptHandler, ctx: Context) -> bool:
         n for n in walk(parent.body) if isinstance(n, cst.Name | cst.Attribute | cst.Call)
     ]
     return any(ctx.is_signal(e) for e in expressions)
+
+
+def _ends_run(handler: cst.ExceptHandler, ctx: Context) -> bool:
+    """A handler outside any loop that ends by returning a status or report (a command's
+    ``return EXIT_HALT``) stops the run rather than skipping a step; returning training
+    signal or an argument unchanged (the old state) is a skip."""
+    for ancestor in reversed(ctx.ancestors):
+        if isinstance(ancestor, cst.For | cst.While):
+            return False
+        if isinstance(ancestor, cst.FunctionDef):
+            break
+    last = handler.body.body[-1] if handler.body.body else None
+    if not isinstance(last, cst.SimpleStatementLine):
+        return False
+    final = last.body[-1]
+    return (
+        isinstance(final, cst.Return)
+        and final.value is not None
+        and not m.matches(final.value, m.Name("None"))
+        and not ctx.is_signal(final.value)
+        and not (
+            isinstance(final.value, cst.Name)
+            and final.value.value in ctx.facts.parameters(ctx.scope_key)
+        )
+    )
 
 
 class SwallowedFloatingPointError(Rule):
@@ -62,6 +88,8 @@ Let the exception propagate, or re-raise it after saving what helps the investig
         "try:\n    loss = step(batch)\nexcept FloatingPointError:\n    save_debug(batch)\n"
         "    raise\n",
         "try:\n    ratio = a / b\nexcept ArithmeticError:\n    ratio = 0.0\n",
+        "from nozero import NonFiniteError\ndef main():\n    try:\n        train()\n"
+        "    except NonFiniteError as err:\n        print(err)\n        return 3\n",
     ]
     INVALID = [
         "for batch in loader:\n    try:\n        loss = step(batch)\n"
@@ -70,13 +98,16 @@ Let the exception propagate, or re-raise it after saving what helps the investig
         "except NFE:\n    pass\n",
         "try:\n    grads = compute(batch)\nexcept (ValueError, ArithmeticError) as err:\n"
         "    log(err)\n",
+        "import numpy as np\ndef step(state, batch):\n    try:\n"
+        "        with np.errstate(all='raise'):\n            grads = grad_fn(state, batch)\n"
+        "    except FloatingPointError:\n        return state\n    return update(state, grads)\n",
     ]
     node_types = (cst.ExceptHandler,)
 
     def check(self, node: cst.CSTNode, ctx: Context) -> None:
         assert isinstance(node, cst.ExceptHandler)
         caught = _caught_names(node, ctx) & vocab.NONFINITE_EXCEPTIONS
-        if not caught or raises(node, ctx):
+        if not caught or raises(node, ctx) or _ends_run(node, ctx):
             return
         if "NonFiniteError" in caught or _try_body_is_training(node, ctx):
             ctx.report(node, self, ", ".join(sorted(caught)))
