@@ -127,8 +127,6 @@ GRAD_TRANSFORMS = frozenset(
 )
 # ... or the gradients themselves (``torch.autograd.grad``, ``tape.gradient``).
 GRAD_CALLS = frozenset({"gradient", "gradients", "compute_gradients"})
-# Loss scaling for mixed precision skips steps by design (and lowers the scale).
-LOSS_SCALERS = frozenset({"GradScaler", "DynamicScale", "LossScaleOptimizer"})
 
 _WORD_SPLIT = re.compile(r"_+|(?<=[a-z0-9])(?=[A-Z])")
 

@@ -1,0 +1,83 @@
+"""Every rule's own VALID/INVALID examples, with and without the pre-filters, and the
+registry's contract (codes, names, documentation) that the command line relies on."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from nozero.lint.engine import lint_source
+from nozero.lint.rules import ALL_RULES, get_rule
+
+EXAMPLES = [
+    pytest.param(rule, kind, index, id=f"{rule.code}-{kind}-{index}")
+    for rule in ALL_RULES
+    for kind in ("VALID", "INVALID")
+    for index in range(len(getattr(rule, kind)))
+]
+
+
+@pytest.mark.parametrize("shortcuts", [True, False], ids=["shortcuts", "no-shortcuts"])
+@pytest.mark.parametrize(("rule", "kind", "index"), EXAMPLES)
+def test_rule_examples(rule, kind, index, shortcuts):
+    source = getattr(rule, kind)[index]
+    findings = lint_source(
+        source, "example.py", select={rule.code}, require_reason=True, shortcuts=shortcuts
+    )
+    codes = [f.code for f in findings]
+    if kind == "INVALID":
+        assert codes and set(codes) == {rule.code}, (source, findings)
+    else:
+        assert rule.code not in codes, (source, findings)
+
+
+def test_every_rule_has_examples_of_both_kinds():
+    for rule in ALL_RULES:
+        assert rule.VALID and rule.INVALID, rule.code
+
+
+def test_invalid_examples_are_found_by_the_default_selection_too():
+    """The examples are not artefacts of selecting one code: with the default rules each
+    INVALID example of a default rule still reports that rule."""
+    for rule in ALL_RULES:
+        if not rule.default_enabled or rule.code == "NZ002":
+            continue
+        for source in rule.INVALID:
+            assert rule.code in {f.code for f in lint_source(source)}, (rule.code, source)
+
+
+def test_codes_are_unique_sorted_and_well_formed():
+    codes = [rule.code for rule in ALL_RULES]
+    assert codes == sorted(set(codes))
+    assert all(re.fullmatch(r"NZ\d{3}", code) for code in codes)
+    families = {code[2] for code in codes}
+    assert families == {"0", "1", "2", "3", "4", "5"}
+
+
+def test_names_messages_and_docs():
+    names = [rule.name for rule in ALL_RULES]
+    assert len(names) == len(set(names))
+    for rule in ALL_RULES:
+        assert re.fullmatch(r"[a-z0-9]+(-[a-z0-9]+)+", rule.name), rule.name
+        assert rule.message and "\n" not in rule.message
+        for section in ("## What it flags", "## Why it is harmful", "## Example", "## Use instead"):
+            assert section in rule.doc, (rule.code, section)
+        assert "```python" in rule.doc, rule.code
+
+
+def test_get_rule():
+    assert get_rule("NZ101").name == "nan-to-num-on-signal"
+    with pytest.raises(KeyError):
+        get_rule("NZ999")
+    with pytest.raises(KeyError):
+        get_rule("nz101")
+
+
+def test_informational_rule_is_off_by_default():
+    assert not get_rule("NZ501").default_enabled
+    source = get_rule("NZ501").INVALID[0]
+    assert "NZ501" not in {f.code for f in lint_source(source)}
+    assert {f.code for f in lint_source(source, select={"NZ501"})} == {"NZ501"}
+    off = [rule.code for rule in ALL_RULES if not rule.default_enabled]
+    assert off == ["NZ501"]
