@@ -91,6 +91,8 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--rows", type=int, default=DEMO["rows"])
     demo.add_argument("--dim", type=int, default=DEMO["dim"])
     _add_train_settings(demo, **{k: v for k, v in DEMO.items() if k not in ("rows", "dim")})
+    demo.add_argument("--out", type=Path,
+                      help="keep the run directory here (default: a temporary one, removed)")
     postmortem = sub.add_parser("postmortem", help="diagnose a halted run's post-mortem bundle")
     postmortem.add_argument("dir", type=Path, help="a run directory or one bundle in it")
     plot = sub.add_parser("plot", help="draw a run's metrics into a PNG")
@@ -147,8 +149,11 @@ def _demo(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="nozero-demo-") as tmp:
         data = make_data(Path(tmp) / "data", args.rows, args.dim, args.seed)
         print(f"synthetic data: {args.rows} rows x {args.dim} dims in {data}", file=sys.stderr)
-        summary = run_training(_config(args), data, Path(tmp) / "run")
+        run_dir = args.out if args.out is not None else Path(tmp) / "run"
+        summary = run_training(_config(args), data, run_dir)
         print(format_evaluation(summary.evaluation))
+    if args.out is not None:
+        print(f"run directory: {args.out} (plot it with: nozero-train plot {args.out})")
     print(f"demo finished in {time.perf_counter() - started:.0f} s")
     return 0
 
