@@ -12,6 +12,18 @@ import pytest
 TRAINERS = Path(__file__).parent / "trainers"
 
 
+@pytest.fixture(autouse=True)
+def hypothesis_globals_restored(monkeypatch):
+    """In-process runs with --hypothesis-seed/--hypothesis-profile set Hypothesis's
+    process-wide seed and default profile; put both back for the tests that follow."""
+    from hypothesis import core, settings
+
+    monkeypatch.setattr(core, "global_force_seed", core.global_force_seed)
+    profile = settings.get_current_profile_name()
+    yield
+    settings.load_profile(profile)
+
+
 @pytest.fixture
 def contract_dir(pytester: pytest.Pytester) -> pytest.Pytester:
     """A pytester directory holding the test trainers as importable modules."""

@@ -184,21 +184,22 @@ def test_example_database_replays_a_failure(contract_dir):
     contract_dir.makeconftest(
         """
         import pytest
+        from hypothesis import settings
+        from hypothesis.database import DirectoryBasedExampleDatabase
         from numpy_trainers import make_trainer
+
+        settings.register_profile("local", database=DirectoryBasedExampleDatabase("db"))
 
         @pytest.fixture
         def nozero_trainer():
             return make_trainer("check_every_500")
         """
     )
-    first = contract_dir.runpytest_inprocess(
-        "--nozero", *FAST, "--nozero-examples=40", "-k", "halts"
-    )
+    options = ("--nozero", "--nozero-steps=3", "-k", "halts", "--hypothesis-profile=local")
+    first = contract_dir.runpytest_inprocess(*options, "--nozero-examples=40")
     first.assert_outcomes(failed=1, deselected=3)
-    assert list((contract_dir.path / ".hypothesis" / "examples").iterdir())
-    # One example is enough now: the saved failing case runs first.
-    again = contract_dir.runpytest_inprocess(
-        "--nozero", "--nozero-steps=3", "--nozero-examples=1", "-k", "halts"
-    )
+    assert list((contract_dir.path / "db").iterdir())
+    # One generated example is enough now: the saved failing case is replayed first.
+    again = contract_dir.runpytest_inprocess(*options, "--nozero-examples=1")
     again.assert_outcomes(failed=1, deselected=3)
     again.stdout.fnmatch_lines(["*reported step 2, but the poison is at step 1*"])
