@@ -65,16 +65,25 @@ def plot_run(run_dir: str | os.PathLike[str], out: str | os.PathLike[str] | None
     metrics = run_dir / "metrics.jsonl"
     if not metrics.is_file():
         raise FileNotFoundError(f"{metrics}: no metrics file, so nothing to plot")
-    records = read_metrics(metrics)
     plt = _pyplot()
+    fig = draw_run(read_metrics(metrics), title=f"run {run_dir.name}")
     out_path = Path(out) if out is not None else run_dir / "run.png"
+    with atomic_output(out_path) as tmp:
+        fig.savefig(tmp, format="png", dpi=90)
+    plt.close(fig)
+    return out_path
+
+
+def draw_run(records: Sequence[Mapping[str, Any]], title: str = "") -> Any:
+    """The run's figure (four panels sharing the step axis) from its metrics records."""
+    plt = _pyplot()
     fig, axes = plt.subplots(4, 1, figsize=(9, 10), sharex=True)
     panels = [("loss", "training loss", "linear"), ("grad_norm", "gradient norm", "log")]
     panels.append(("lr", "learning rate", "linear"))
-    for axis, (key, title, scale) in zip(axes, panels, strict=False):
+    for axis, (key, label, scale) in zip(axes, panels, strict=False):
         for xs, ys in _stretches(_series(records, key)):
             axis.plot(xs, ys, color="tab:blue", linewidth=1)
-        axis.set_ylabel(title)
+        axis.set_ylabel(label)
         if scale == "log" and any(v > 0 for _, v in _series(records, key)):
             axis.set_yscale("log")
     _plot_pr_auc(axes[3], [r for r in records if r.get("event") == "eval"])
@@ -93,12 +102,9 @@ def plot_run(run_dir: str | os.PathLike[str], out: str | os.PathLike[str] | None
             va="bottom",
         )
     axes[-1].set_xlabel("step")
-    fig.suptitle(f"run {run_dir.name}")
+    fig.suptitle(title)
     fig.tight_layout()
-    with atomic_output(out_path) as tmp:
-        fig.savefig(tmp, format="png", dpi=90)
-    plt.close(fig)
-    return out_path
+    return fig
 
 
 def _plot_pr_auc(axis: Any, evals: Sequence[Mapping[str, Any]]) -> None:

@@ -50,8 +50,11 @@ def scores_table(
         SOURCE_COLUMNS, (user_id, labels, label_source, label_strength), strict=True
     ):
         try:
-            columns[name] = pa.array(values, type=SOURCE_COLUMNS[name])
-        except (pa.ArrowInvalid, pa.ArrowTypeError) as err:
+            if isinstance(values, pa.Array | pa.ChunkedArray):  # e.g. large_string from parquet
+                columns[name] = values.cast(SOURCE_COLUMNS[name])
+            else:
+                columns[name] = pa.array(values, type=SOURCE_COLUMNS[name])
+        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as err:
             raise ValueError(f"holdout scores column {name!r}: {err}") from err
         if len(columns[name]) != scores.shape[0]:
             raise ValueError(

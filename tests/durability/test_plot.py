@@ -10,7 +10,8 @@ import textwrap
 import matplotlib.image
 import pytest
 
-from nozero_trainer.plot import _stretches, plot_run
+from nozero_trainer.plot import _stretches, draw_run, plot_run
+from nozero_trainer.postmortem import read_metrics
 
 
 def _metrics(run_dir):
@@ -62,3 +63,20 @@ def test_without_matplotlib_the_error_says_how_to_install_it(tmp_path):
     assert result.returncode == 0, result.stderr
     assert "pip install 'nozero[plot]'" in result.stdout
     assert not (tmp_path / "run.png").exists()
+
+
+def test_halts_and_restarts_are_marked_on_every_panel(tmp_path):
+    _metrics(tmp_path)
+    fig = draw_run(read_metrics(tmp_path / "metrics.jsonl"))
+    for axis in fig.axes:
+        vertical = sorted(
+            line.get_xdata()[0]
+            for line in axis.get_lines()
+            if len(set(line.get_xdata())) == 1 and len(line.get_xdata()) == 2
+        )
+        assert vertical == [20.0, 30.0]
+    assert [t.get_text() for t in fig.axes[0].texts] == ["halt", "restart"]
+    loss_lines = [line for line in fig.axes[0].get_lines() if len(line.get_xdata()) > 2]
+    assert len(loss_lines) == 2  # the restart starts a second stretch of steps
+    pr_auc = fig.axes[3]
+    assert [t.get_text() for t in pr_auc.get_legend().get_texts()] == ["A"]  # B: all NaN
