@@ -258,8 +258,8 @@ def report(corpus: dict, ruff: dict, nozero: dict, semgrep: dict, fixit: dict,
         f"semgrep {semgrep['files']:,}. Fixit ran {fixit['sample_files']} files "
         f"({fixit['sample_lines']:,} lines) in {fixit['sample_seconds']:.1f} s with "
         f"{fixit['startup']:.1f} s start-up; the whole-corpus figure scales the rest by lines.",
-        f"nozero reported {nozero['findings']} findings (default rules); semgrep's pattern "
-        f"matched {semgrep['matches']} `nan_to_num` calls, most of them outside training code.",
+        f"nozero reported {nozero['findings']} findings (all its default rules); semgrep's "
+        f"pattern matched {semgrep['matches']} `nan_to_num` calls, whatever their argument.",
     ]
     if shortcuts is not None:
         same = not shortcuts["differing"]
