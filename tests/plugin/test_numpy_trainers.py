@@ -23,7 +23,7 @@ EXPECTED = {
 }
 
 
-def test_correct_numpy_trainer_passes_every_contract(contract_dir):
+def test_correct_plain_numpy_trainer_passes_every_contract(contract_dir):
     contract_dir.makeconftest(
         """
         import pytest
@@ -110,4 +110,21 @@ def test_bad_trainer_values_read_as_failures(contract_dir, item_reports):
     )
     assert "run returned a float, not None or a sequence of (loss, grad_norm) pairs" in (
         reports["nozero::halts[bad history]"].longreprtext
+    )
+
+
+def test_declared_check_every_widens_the_window_a_trainer_is_held_to(contract_dir):
+    contract_dir.makeconftest(
+        """
+        import pytest
+        from numpy_trainers import make_trainer
+
+        @pytest.fixture(params=[1, 500], ids=["declares_1", "declares_500"])
+        def nozero_trainer(request):
+            return make_trainer("check_every_500", check_every=request.param)
+        """
+    )
+    result = contract_dir.runpytest_inprocess(*FAST, "--nozero-examples=20", "-v", "-k", "halts")
+    result.stdout.fnmatch_lines(
+        ["nozero::halts[[]declares_1[]] FAILED*", "nozero::halts[[]declares_500[]] PASSED*"]
     )
