@@ -6,7 +6,7 @@ import io
 import os
 import tokenize
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -112,6 +112,8 @@ def _lint_pending(item: tuple[str, bytes, Job]) -> tuple[str, list[Row] | str]:
 
 
 class Runner:
+    """Lints files (or stdin) with one selection, through the cache when one is given."""
+
     def __init__(
         self,
         selection: Selection,
@@ -154,17 +156,18 @@ class Runner:
         return self._finish(report)
 
     def _lint_pending(self, pending: list[_Pending], report: Report) -> None:
-        misses: list[_Pending] = []
+        """Lint what the cache cannot answer; identical contents (empty ``__init__.py``
+        files, copies) are linted once, since findings do not depend on the path."""
+        by_digest: dict[str, list[_Pending]] = {}
         for item in pending:
             rows = self.cache.lookup(item.digest) if self.cache else None
             if rows is None:
-                misses.append(item)
+                by_digest.setdefault(item.digest, []).append(item)
                 continue
             report.from_cache += 1
-            self.cache.store(str(item.absolute) if item.stat else None, item.stat, item.digest,
-                             None)
+            self._remember(item, None)
             self._add(report, item.shown, item.absolute, rows)
-        work = [(item.shown, item.data, self.job) for item in misses]
+        work = [(same[0].shown, same[0].data, self.job) for same in by_digest.values()]
         if work:
             import nozero.lint.engine  # noqa: F401 - imported once here, inherited by workers
         if len(work) >= MIN_FILES_FOR_POOL and self.jobs > 1:
@@ -172,21 +175,30 @@ class Runner:
             chunksize = max(1, len(work) // (self.jobs * 16))
             with ProcessPoolExecutor(max_workers=self.jobs) as pool:
                 outcomes = pool.map(_lint_pending, work, chunksize=chunksize)
-                self._collect(misses, outcomes, report)
+                self._collect(list(by_digest.values()), outcomes, report)
         else:
-            self._collect(misses, map(_lint_pending, work), report)
+            self._collect(list(by_digest.values()), map(_lint_pending, work), report)
 
-    def _collect(self, misses: list[_Pending], outcomes, report: Report) -> None:
-        for done, (item, (status, payload)) in enumerate(zip(misses, outcomes, strict=True), 1):
+    def _collect(
+        self,
+        groups: list[list[_Pending]],
+        outcomes: Iterable[tuple[str, list[Row] | str]],
+        report: Report,
+    ) -> None:
+        for done, (same, (status, payload)) in enumerate(zip(groups, outcomes, strict=True), 1):
             if self.progress:
-                self.progress(done, len(misses))
-            if status == "ok":
-                if self.cache:
-                    path = str(item.absolute) if item.stat else None
-                    self.cache.store(path, item.stat, item.digest, payload)
-                self._add(report, item.shown, item.absolute, payload)
-            else:
-                report.problems.append(Problem(item.shown, payload, status == "internal"))
+                self.progress(done, len(groups))
+            for item in same:
+                if status == "ok":
+                    self._remember(item, payload)
+                    self._add(report, item.shown, item.absolute, payload)
+                else:
+                    report.problems.append(Problem(item.shown, payload, status == "internal"))
+
+    def _remember(self, item: _Pending, rows: list[Row] | None) -> None:
+        if self.cache:
+            path = str(item.absolute) if item.stat else None
+            self.cache.store(path, item.stat, item.digest, rows)
 
     def _add(self, report: Report, shown: str, absolute: Path, rows: list[Row]) -> None:
         enabled = self.selection.enabled
