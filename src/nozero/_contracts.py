@@ -178,7 +178,9 @@ def _finite_report(halt: tuple[int, float, float]) -> str | None:
     return None
 
 
-def judge_halts(case: PoisonedCase, outcome: Outcome, trainer: TrainerUnderTest, steps: int):
+def judge_halts(
+    case: PoisonedCase, outcome: Outcome, trainer: TrainerUnderTest, steps: int
+) -> str | None:
     poisoned, every = case.first_step, trainer.check_every
     if outcome.halt is None:
         if outcome.returned:
@@ -197,7 +199,9 @@ def judge_halts(case: PoisonedCase, outcome: Outcome, trainer: TrainerUnderTest,
     return _finite_report(outcome.halt)
 
 
-def judge_overflow(case: PoisonedCase, outcome: Outcome, trainer: TrainerUnderTest, steps: int):
+def judge_overflow(
+    case: PoisonedCase, outcome: Outcome, trainer: TrainerUnderTest, steps: int
+) -> str | None:
     if outcome.halt is not None:  # an overflowing update may halt with finite values
         if outcome.halt[0] < case.first_step:
             return f"false alarm: {outcome.describe()}, before the poisoned step {case.first_step}"
@@ -212,7 +216,9 @@ def judge_overflow(case: PoisonedCase, outcome: Outcome, trainer: TrainerUnderTe
     return None
 
 
-def judge_no_false_alarm(case: CleanCase, outcome: Outcome, trainer: TrainerUnderTest, steps):
+def judge_no_false_alarm(
+    case: CleanCase, outcome: Outcome, trainer: TrainerUnderTest, steps: int
+) -> str | None:
     if outcome.halt is not None:
         return f"false alarm: {outcome.describe()} on clean, finite batches"
     if not outcome.returned:
@@ -227,7 +233,9 @@ def judge_no_false_alarm(case: CleanCase, outcome: Outcome, trainer: TrainerUnde
     return None
 
 
-def judge_never_continue(case: PoisonedCase, outcome: Outcome, trainer: TrainerUnderTest, steps):
+def judge_never_continue(
+    case: PoisonedCase, outcome: Outcome, trainer: TrainerUnderTest, steps: int
+) -> str | None:
     poisoned, every = case.first_step, trainer.check_every
     if outcome.returned:
         hints = _continuation_hints(outcome, poisoned, steps)

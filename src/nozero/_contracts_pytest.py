@@ -58,17 +58,20 @@ def load_factory(spec: str) -> Callable[[], Any]:
     return target
 
 
-def _report(contract: Contract, item: pytest.Item, violation: ContractViolation, notes) -> str:
-    trainer_line = item.name.partition("[")[2].rstrip("]") or FIXTURE
+def _report(
+    contract: Contract, item: pytest.Item, violation: ContractViolation, notes: list[str]
+) -> str:
+    """The failure as a bug report: contract, minimal case, what the trainer did, rerun."""
+    trainer = item.name.partition("[")[2].rstrip("]") or FIXTURE
     lines = [
-        f"nozero contract '{contract.name}' broken by trainer [{trainer_line}]",
+        f"nozero contract '{contract.name}' broken by trainer [{trainer}]",
         f"promise: {contract.promise}",
         "minimal failing case:",
         *("  " + line for line in violation.case.describe().splitlines()),
         f"the trainer {violation.problem}",
     ]
-    if isinstance(violation.case, CleanCase):
-        lines += [note for note in notes]
+    if isinstance(violation.case, CleanCase):  # Hypothesis's notes hold the full arrays
+        lines += notes
     lines.append(f"rerun: pytest --nozero '{item.nodeid}' (Hypothesis's database replays it)")
     return "\n".join(lines)
 
