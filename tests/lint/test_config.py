@@ -8,7 +8,14 @@ import pytest
 
 from nozero.lint.config import ConfigError, find_config, load_settings
 
-from .conftest import BAD_SOURCE, GOOD_SOURCE, SYNTAX_ERROR_SOURCE, write
+from .conftest import (
+    BAD_LINE,
+    BAD_SOURCE,
+    GOOD_SOURCE,
+    SYNTAX_ERROR_SOURCE,
+    run_console_script,
+    write,
+)
 
 
 def pyproject(directory: Path, body: str) -> Path:
@@ -68,6 +75,11 @@ def test_per_file_ignores_drop_codes_for_matching_files(lint, tmp_path: Path, na
     assert reported(lint()) == [("src/train.py", nan_code)]
     # Per-file ignores hold for a file named on its own, and for stdin's filename.
     assert reported(lint("tests/deep/test_more.py")) == []
+    for name, expected in (("tests/t.py", ""), ("src/t.py", f"src/t.py:{BAD_LINE}:")):
+        result = run_console_script(
+            "lint", "-", "--stdin-filename", name, cwd=tmp_path, stdin=BAD_SOURCE.encode()
+        )
+        assert result.out.startswith(expected) and bool(result.out) == bool(expected)
 
 
 def test_exclude_replaces_the_defaults_and_extend_exclude_adds(lint, tmp_path: Path):
