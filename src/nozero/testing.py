@@ -24,6 +24,7 @@ from nozero._batches import (
 
 __all__ = ["TrainerUnderTest"]
 
+
 def _float_field_names(
     setting: str, names: Sequence[str] | str | None, default: tuple[str, ...]
 ) -> tuple[str, ...]:
