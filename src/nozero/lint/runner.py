@@ -107,8 +107,23 @@ def lint_one(shown: str, data: bytes, job: Job) -> tuple[str, list[Row] | str]:
     return "ok", [[f.line, f.col, f.code, f.message, f.end_line] for f in findings]
 
 
-def _lint_pending(item: tuple[str, bytes, Job]) -> tuple[str, list[Row] | str]:
-    return lint_one(*item)
+def _lint_chunk(chunk: list[tuple[str, bytes, Job]]) -> list[tuple[str, list[Row] | str]]:
+    return [lint_one(*item) for item in chunk]
+
+
+def _chunks(work: list[tuple[str, bytes, Job]], pieces: int) -> list[list[tuple[str, bytes, Job]]]:
+    """Consecutive runs of ``work`` of about equal size in bytes (one big file may make a
+    chunk of its own), so the workers finish together."""
+    budget = max(1, sum(len(item[1]) for item in work) // pieces)
+    chunks: list[list[tuple[str, bytes, Job]]] = [[]]
+    filled = 0
+    for item in work:
+        if filled >= budget:
+            chunks.append([])
+            filled = 0
+        chunks[-1].append(item)
+        filled += len(item[1])
+    return chunks
 
 
 class Runner:
@@ -167,17 +182,17 @@ class Runner:
             report.from_cache += 1
             self._remember(item, None)
             self._add(report, item.shown, item.absolute, rows)
-        work = [(same[0].shown, same[0].data, self.job) for same in by_digest.values()]
+        # Largest first, in small chunks: no big file is left to run alone at the end.
+        groups = sorted(by_digest.values(), key=lambda same: -len(same[0].data))
+        work = [(same[0].shown, same[0].data, self.job) for same in groups]
         if work:
             import nozero.lint.engine  # noqa: F401 - imported once here, inherited by workers
         if len(work) >= MIN_FILES_FOR_POOL and self.jobs > 1:
-            # Small chunks keep both workers busy to the end; big files are not rare.
-            chunksize = max(1, len(work) // (self.jobs * 16))
             with ProcessPoolExecutor(max_workers=self.jobs) as pool:
-                outcomes = pool.map(_lint_pending, work, chunksize=chunksize)
-                self._collect(list(by_digest.values()), outcomes, report)
+                chunks = pool.map(_lint_chunk, _chunks(work, self.jobs * 16))
+                self._collect(groups, (o for chunk in chunks for o in chunk), report)
         else:
-            self._collect(list(by_digest.values()), map(_lint_pending, work), report)
+            self._collect(groups, (lint_one(*item) for item in work), report)
 
     def _collect(
         self,
