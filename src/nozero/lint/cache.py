@@ -17,8 +17,10 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
+import importlib.util
 import json
 import os
+import sys
 import tempfile
 import time
 from collections.abc import Collection
@@ -38,10 +40,15 @@ def content_hash(data: bytes) -> str:
 
 @functools.cache
 def code_fingerprint() -> str:
-    """The tool's version and the text of its lint code: an edited rule never serves
-    results (or rule listings) cached by the code before the edit."""
+    """The tool's version, the text of its lint code, the Python and libcst versions
+    (which decide what parses): an edited rule never serves results (or rule listings)
+    cached by the code before the edit. libcst is located, not imported."""
     digest = hashlib.blake2b(digest_size=16)
-    digest.update(f"{FORMAT_VERSION}|{__version__}".encode())
+    digest.update(f"{FORMAT_VERSION}|{__version__}|{sys.version_info[:2]}".encode())
+    libcst = importlib.util.find_spec("libcst")
+    if libcst is not None and libcst.origin:
+        version_file = Path(libcst.origin).with_name("_version.py")
+        digest.update(version_file.read_bytes() if version_file.exists() else b"?")
     lint_package = Path(__file__).parent
     for source in sorted(lint_package.rglob("*.py")):
         digest.update(source.relative_to(lint_package).as_posix().encode())
