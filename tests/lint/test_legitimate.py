@@ -142,6 +142,21 @@ LEGITIMATE = {
             new_params = jax.tree.map(lambda o, n: jnp.where(finite, n, o), params, new_params)
             return (new_params, new_opt_state, record), loss
         """,
+    "lax.cond guard whose branches carry the flag out": """\
+        import jax
+        import jax.numpy as jnp
+        import optax
+        def guarded_update(grads, params, opt_state):
+            updates, new_opt_state = optimizer.update(grads, opt_state, params)
+            new_params = optax.apply_updates(params, updates)
+            update_ok = jnp.isfinite(optax.global_norm(updates))
+            return jax.lax.cond(
+                update_ok,
+                lambda _: (new_params, new_opt_state, update_ok),
+                lambda _: (params, opt_state, update_ok),
+                None,
+            )
+        """,
     "a command that reports the halt and exits": """\
         import sys
         from nozero import NonFiniteError

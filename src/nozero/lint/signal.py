@@ -11,9 +11,11 @@ answer never depends on which statements libcst was shown.
 from __future__ import annotations
 
 import ast
+import io
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, lru_cache
+from itertools import accumulate
 
 from nozero.lint import vocab
 from nozero.lint.imports import child_statements, dotted_name, last_part, resolve
@@ -34,6 +36,32 @@ def scope_nodes(root: ast.AST) -> Iterator[ast.AST]:
         yield node
         if not isinstance(node, _SCOPE_BOUNDARY):
             stack.extend(ast.iter_child_nodes(node))
+
+
+def source_segment(text: str, node: ast.expr) -> str:
+    """The source of ``node`` in ``text``. (``ast.get_source_segment`` splits the whole
+    text into lines on every call, which is quadratic on a large file.)"""
+    if node.end_lineno is None or node.end_col_offset is None:
+        return ""
+    starts = _line_starts(text)
+    return text[
+        _offset(text, starts, node.lineno, node.col_offset) : _offset(
+            text, starts, node.end_lineno, node.end_col_offset
+        )
+    ]
+
+
+@lru_cache(maxsize=4)
+def _line_starts(text: str) -> list[int]:
+    """Offsets where each line starts, splitting as the tokenizer does (\\n, \\r\\n, \\r)."""
+    return [0, *accumulate(len(line) for line in io.StringIO(text, newline="").readlines())]
+
+
+def _offset(text: str, starts: list[int], line: int, byte_column: int) -> int:
+    """Character offset of a (line, UTF-8 byte column) position."""
+    begin = starts[min(line - 1, len(starts) - 1)]
+    end = starts[line] if line < len(starts) else len(text)
+    return begin + len(text[begin:end].encode()[:byte_column].decode(errors="replace"))
 
 
 def bound_names(target: ast.AST) -> set[str]:
@@ -88,6 +116,13 @@ class FileFacts:
         self._scopes: dict[int, Scope] = {}
         self._helper_memo: dict[tuple[str, str], bool] = {}
         self._parsed: dict[str, tuple[ast.expr, str]] = {}
+        self._bindings_memo: dict[int, list[tuple[set[str], ast.expr]]] = {}
+
+    def bindings(self, root: ast.AST) -> list[tuple[set[str], ast.expr]]:
+        key = id(root)
+        if key not in self._bindings_memo:
+            self._bindings_memo[key] = _bindings(root)
+        return self._bindings_memo[key]
 
     # ---- the file's functions -------------------------------------------------------
     @cached_property
@@ -149,7 +184,7 @@ class FileFacts:
             root, enclosing = entry
             parent = self.scope(enclosing.lineno if enclosing else 0)
             scope = Scope(set(parent.signal), set(parent.grad_functions), set(parent.flags))
-        bindings = _bindings(root)
+        bindings = self.bindings(root)
         changed = True
         while changed:
             changed = False
@@ -229,7 +264,7 @@ class FileFacts:
                 and isinstance(expr.ops[0], ast.NotEq)
                 and dotted_name(expr.left) is not None
                 and ast.dump(expr.left) == ast.dump(expr.comparators[0])
-                and vocab.self_comparisons(ast.get_source_segment(text, expr) or "")
+                and vocab.self_comparisons(source_segment(text, expr))
                 and self.is_signal(expr.left, scope)
             ):
                 return True
@@ -265,12 +300,13 @@ class FileFacts:
         if name in vocab.SELECTORS:
             return False
         receiver = [call.func.value] if isinstance(call.func, ast.Attribute) else []
-        if name in _BOOLEAN_CALLS or receiver:
+        if name in _BOOLEAN_CALLS:  # ``jnp.all(jnp.isfinite(g))``, ``isnan(g).any()``
             return any(
                 self.is_nonfinite_test(e, scope, text)
                 for e in (*receiver, *call.args, *(k.value for k in call.keywords))
             )
-        return False
+        # any other method keeps its receiver's meaning only: ``isnan(loss).item()``
+        return any(self.is_nonfinite_test(e, scope, text) for e in receiver)
 
     def predicate_subject(self, call: ast.Call) -> ast.expr | None:
         """What ``isnan(x)`` / ``x.isnan()`` tests, or None when ``call`` is no such test."""
@@ -309,7 +345,7 @@ class FileFacts:
         if not scope.flags:
             return False
         kept = set(scope.flags)
-        for names, value in _bindings(root):  # ``first_bad = where(ok, first_bad, step)``
+        for names, value in self.bindings(root):  # ``first_bad = where(ok, first_bad, step)``
             if self._mentions(value, kept, scope):
                 kept |= {n for n in names if not vocab.is_signal_name(n)}
         for node in scope_nodes(root):
@@ -332,16 +368,19 @@ class FileFacts:
         return False
 
     def _mentions(self, expr: ast.expr, names: set[str], scope: Scope) -> bool:
-        """Does ``expr`` use one of ``names`` other than to choose between signal values?"""
+        """Does ``expr`` carry one of ``names`` out, rather than only use it to choose
+        between training-signal values (``where(ok, new, old)``)?"""
         if isinstance(expr, ast.Name):
             return expr.id in names
-        if isinstance(expr, ast.Lambda):
-            return False
+        if isinstance(expr, ast.Lambda):  # ``tree.map(lambda n, o: ...)``: leaves of signal
+            inner = Scope(scope.signal | parameter_names(expr), scope.grad_functions, scope.flags)
+            return self._mentions(expr.body, names, inner)
         if isinstance(expr, ast.Call) and expr.args and last_part(
             self.qualified(expr.func) or getattr(expr.func, "attr", None)
         ) in vocab.SELECTORS:
-            if any(self.is_signal(a, scope) for a in expr.args[1:]):
-                return False
+            chosen = [*expr.args[1:], *(k.value for k in expr.keywords)]
+            if any(self.is_signal(a, scope) for a in chosen):
+                return any(self._mentions(a, names, scope) for a in chosen)
         return any(
             self._mentions(child, names, scope)
             for child in ast.iter_child_nodes(expr)
@@ -385,15 +424,35 @@ class FileFacts:
         return Scope(scope.signal | parameter_names(fn), scope.grad_functions, scope.flags)
 
     def _tests_parameter(self, fn: FunctionNode) -> bool:
+        # Cheap screen before the function's scope is computed: a returned test needs a
+        # predicate, a ``!=``, a call to a same-file function, or a name bound to one.
+        maybe = {
+            name
+            for names, value in self.bindings(fn)
+            if self._may_test(value, set())
+            for name in names
+        }
         returns = [
             node.value for node in scope_nodes(fn)
             if isinstance(node, ast.Return) and isinstance(node.value, ast.expr)
-            and not isinstance(node.value, ast.Constant)
+            and self._may_test(node.value, maybe)
         ]
         if not returns:
             return False
         scope = self._parameter_scope(fn)
         return any(self.is_nonfinite_test(value, scope, self.source) for value in returns)
+
+    def _may_test(self, expr: ast.expr, names: set[str]) -> bool:
+        for node in ast.walk(expr):
+            if isinstance(node, ast.Name) and (node.id in names or node.id in vocab.PREDICATES):
+                return True
+            if isinstance(node, ast.Attribute) and node.attr in vocab.PREDICATES:
+                return True
+            if isinstance(node, ast.Compare) and any(isinstance(op, ast.NotEq) for op in node.ops):
+                return True
+            if isinstance(node, ast.Call) and self.helper_name(node.func) is not None:
+                return True
+        return False
 
     def _sanitizes_parameter(self, fn: FunctionNode) -> bool:
         calls = [
@@ -412,11 +471,29 @@ class FileFacts:
                     subjects.append(node.func.value)
                 if any(self.is_signal(s, scope) for s in subjects):
                     return True
-            elif name in vocab.MASKED_FILL | {"where"} and node.args:
-                mask = node.args[0 if name == "where" or len(node.args) < 3 else 1]
+            elif name in vocab.MASKED_FILL and node.args:
+                mask = node.args[0 if len(node.args) < 3 else 1]
                 if self.is_nonfinite_test(mask, scope, self.source):
                     return True
+            elif name == "where" and len(node.args) >= 3:
+                if any(self._is_constant(b) for b in node.args[1:3]) and self.is_nonfinite_test(
+                    node.args[0], scope, self.source
+                ):
+                    return True
         return False
+
+    def _is_constant(self, node: ast.expr) -> bool:
+        """A number, ``-1.0``, ``jnp.nan`` or a constant fill (``zeros_like(x)``)."""
+        if isinstance(node, ast.UnaryOp):
+            node = node.operand
+        if isinstance(node, ast.Constant):
+            return isinstance(node.value, int | float | complex)
+        if isinstance(node, ast.Attribute):
+            return node.attr in vocab.CONSTANT_NAMES
+        return isinstance(node, ast.Call) and (
+            last_part(self.qualified(node.func) or getattr(node.func, "attr", None))
+            in vocab.CONSTANT_FILLS
+        )
 
     def _always_raises(self, fn: FunctionNode) -> bool:
         return any(isinstance(node, ast.Raise) for node in scope_nodes(fn))

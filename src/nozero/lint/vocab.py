@@ -14,6 +14,13 @@ PREDICATES = frozenset(
 # Functions and tensor methods that overwrite non-finite values.
 SANITIZERS = frozenset({"nan_to_num", "nan_to_num_"})
 MASKED_FILL = frozenset({"masked_fill", "masked_fill_"})
+# What a substitution puts in place of a non-finite value: a constant fill (``zeros_like``)
+# or a named constant (``jnp.nan``), as opposed to another computed value.
+CONSTANT_FILLS = frozenset(
+    {"zeros", "zeros_like", "ones", "ones_like", "full", "full_like", "fill", "constant",
+     "array", "asarray", "tensor", "float"}
+)
+CONSTANT_NAMES = frozenset({"nan", "inf", "NaN", "Inf", "pi", "e"})
 # Calls that pick between two values elementwise or as a whole.
 SELECTORS = frozenset({"where", "select", "cond", "switch"})
 # Exceptions raised for non-finite arithmetic.
@@ -112,7 +119,7 @@ SIGNAL_WORDS = frozenset(
      "param", "parameters", "gnorm", "criterion"}
 )
 SIGNAL_NAMES = frozenset(
-    {"g", "gs", "dw", "db", "update", "opt_state", "optimizer_state", "optstate",
+    {"g", "gs", "update", "opt_state", "optimizer_state", "optstate",
      "train_state", "trainstate"}
 )
 # Words that mark a value as a metric, an evaluation score or a plot, never training signal.

@@ -14,11 +14,6 @@ _HOOKS = frozenset(
     {"register_hook", "register_full_backward_hook", "register_backward_hook",
      "register_post_accumulate_grad_hook"}
 )
-# Calls whose result is a constant fill (``zeros_like(g)``), as opposed to another value.
-_CONSTANT_FILLS = frozenset(
-    {"zeros", "zeros_like", "ones", "ones_like", "full", "full_like", "fill", "constant",
-     "array", "asarray", "tensor", "float"}
-)
 _NUMBER = m.Integer() | m.Float() | m.Imaginary()
 
 
@@ -26,9 +21,9 @@ def is_constant(node: cst.BaseExpression, ctx: Context) -> bool:
     """A literal number, a named constant (``jnp.nan``) or a constant fill (zeros, ones)."""
     if m.matches(node, _NUMBER | m.UnaryOperation(expression=_NUMBER)):
         return True
-    if isinstance(node, cst.Attribute) and node.attr.value in {"nan", "inf", "NaN", "Inf"}:
+    if isinstance(node, cst.Attribute) and node.attr.value in vocab.CONSTANT_NAMES:
         return True
-    return isinstance(node, cst.Call) and ctx.called(node) in _CONSTANT_FILLS
+    return isinstance(node, cst.Call) and ctx.called(node) in vocab.CONSTANT_FILLS
 
 
 def _argument(call: cst.Call, position: int, *keywords: str) -> cst.BaseExpression | None:

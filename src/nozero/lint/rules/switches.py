@@ -34,6 +34,9 @@ class _OptaxSwitch(Rule):
 
     def check(self, node: cst.CSTNode, ctx: Context) -> None:
         assert isinstance(node, cst.Name | cst.Attribute)
+        last = node.attr.value if isinstance(node, cst.Attribute) else node.value
+        if last != self.switch and last not in ctx.facts.aliases:
+            return  # cheap test first: this runs on every name in the code
         qualified = ctx.qualified(node) or ""
         if qualified.startswith("optax.") and qualified.endswith("." + self.switch):
             if _is_reference(node, ctx):
