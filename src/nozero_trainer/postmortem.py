@@ -133,9 +133,22 @@ def _replay(
     optimizer: optax.GradientTransformation | None,
     opt_state: Any,
 ) -> StepReplay:
-    (loss, aux), grads = jax.value_and_grad(loss_with_aux, has_aux=True)(params, batch)
+    stage_names: list[str] = []
+
+    def arrays_only(params: Any, batch: Mapping[str, Any]) -> tuple[Any, dict[str, Any]]:
+        # jit returns arrays only: the stage names are collected while tracing.
+        loss, aux = loss_with_aux(params, batch)
+        stage_names[:] = [name for name, _ in aux.get("stages", [])]
+        return loss, {"terms": aux["terms"], "stages": [v for _, v in aux.get("stages", [])]}
+
+    # One compiled replay is far quicker than dispatching its hundreds of small ops eagerly.
+    (loss, aux), grads = jax.jit(jax.value_and_grad(arrays_only, has_aux=True))(params, batch)
     grad_arrays = tree_to_arrays(grads)
-    stages = [name for name, value in aux.get("stages", []) if not np.isfinite(value).all()]
+    stages = [
+        name
+        for name, value in zip(stage_names, aux["stages"], strict=True)
+        if not np.isfinite(value).all()
+    ]
     terms = {
         name: np.asarray(v, dtype=np.float64).ravel().tolist() for name, v in aux["terms"].items()
     }
@@ -149,7 +162,7 @@ def _replay(
         grad_leaf_count=len(grad_arrays),
     )
     if optimizer is not None:
-        updates, _ = optimizer.update(grads, opt_state, params)
+        updates, _ = jax.jit(optimizer.update)(grads, opt_state, params)
         new_params = tree_to_arrays(optax.apply_updates(params, updates))
         update_arrays = tree_to_arrays(updates)
         replay.update_norm = _to_float(optax.tree.norm(updates))  # as the guard computes it

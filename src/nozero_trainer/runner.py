@@ -313,16 +313,21 @@ class _Run:
 
     def halted(self, err: NonFiniteError, weights: np.ndarray, mask: np.ndarray) -> _Start:
         """Keep a post-mortem; return where to restart from, or re-raise when out of restarts."""
-        bundle = _write_postmortem(self.out_dir, err, self.run_config, weights, mask,
-                                   self.restarts)
+        try:
+            bundle: Path | None = _write_postmortem(self.out_dir, err, self.run_config,
+                                                    weights, mask, self.restarts)
+        except Exception as failure:  # the halt itself must still be reported as documented
+            log.error("could not write the post-mortem bundle: %r", failure)
+            bundle = None
+        kept = str(bundle) if bundle is not None else None
         self.metrics.write({"event": "halt", "step": err.step, "loss": err.loss,
                             "grad_norm": err.grad_norm, "lr": float(self.schedule(err.step)),
-                            "message": str(err), "postmortem": str(bundle)})
+                            "message": str(err), "postmortem": kept})
         if self.options.on_nonfinite != "restart" or self.restarts >= self.options.max_restarts:
             err.postmortem = bundle
             write_json_atomic(self.out_dir / STATUS, {
                 "status": "halted", "step": err.step, "loss": err.loss,
-                "grad_norm": err.grad_norm, "message": str(err), "postmortem": str(bundle),
+                "grad_norm": err.grad_norm, "message": str(err), "postmortem": kept,
                 "restarts": self.restarts, "config": self.run_config})
             raise err
         self.restarts += 1
@@ -340,7 +345,7 @@ class _Run:
         )
         self.metrics.write({"event": "restart", "step": begin, "restart": self.restarts,
                             "lr_scale": self.lr_scale, "halted_step": err.step,
-                            "postmortem": str(bundle)})
+                            "postmortem": kept})
         return start
 
 

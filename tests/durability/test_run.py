@@ -116,3 +116,18 @@ def test_a_head_without_holdout_positives_reports_nan(data_dir, tmp_path):
     event = _events(tmp_path / "run", "eval")[-1]
     assert math.isnan(event["pr_auc"]["RTBot"]) and event["positives"]["RTBot"] == 0
     assert '"RTBot": NaN' in (tmp_path / "run" / "metrics.jsonl").read_text()
+
+
+def test_a_failing_postmortem_never_hides_the_documented_error(data_dir, tmp_path, monkeypatch):
+    from nozero import NonFiniteError
+    from nozero_trainer import runner
+
+    def disk_full(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(runner, "_write_postmortem", disk_full)
+    with pytest.raises(NonFiniteError) as err:
+        _run(data_dir, tmp_path / "run", TrainConfig(**{**TINY, "steps": 50, "peak_lr": 1e30}))
+    assert err.value.postmortem is None
+    status = json.loads((tmp_path / "run" / "status.json").read_text())
+    assert status["status"] == "halted" and status["postmortem"] is None
