@@ -121,6 +121,15 @@ def tree_to_arrays(tree: Any) -> dict[str, np.ndarray]:
     return arrays
 
 
+def nonfinite_leaves(tree: Any) -> list[str]:
+    """Names of the floating-point leaves holding a NaN or an infinity."""
+    return [
+        name
+        for name, array in tree_to_arrays(tree).items()
+        if np.issubdtype(array.dtype, np.floating) and not np.isfinite(array).all()
+    ]
+
+
 def arrays_to_tree(template: Any, arrays: Mapping[str, np.ndarray], source: str) -> Any:
     """Rebuild ``template``'s structure from named arrays, checking names, shapes and dtypes.
 
@@ -255,11 +264,18 @@ def save_checkpoint(
 ) -> Path:
     """Write a complete checkpoint, point ``latest`` at it, and prune old ones.
 
-    ``step`` is the number of optimizer steps already applied to ``params``. ``state`` is
+    ``step`` is the number of optimizer steps already applied to ``params``; NaN or Inf in
+    any array is refused with ``CheckpointError`` before anything is written. ``state`` is
     whatever else the loop needs to resume exactly (a learning-rate scale, restart count).
     The caller guarantees every step up to ``step`` was confirmed finite. ``keep`` older
     checkpoints (at least the one ``latest`` names) survive pruning.
     """
+    for tree, value in (("params", params), ("opt_state", opt_state)):
+        bad = nonfinite_leaves(value)
+        if bad:  # the last line of defence: a checkpoint is never written from NaN/Inf
+            raise CheckpointError(
+                f"refusing to checkpoint step {step}: {tree} leaves {bad} are not finite"
+            )
     root = checkpoints_dir(run_dir)
     root.mkdir(parents=True, exist_ok=True)
     name = f"step-{int(step):08d}-{secrets.token_hex(3)}"

@@ -36,6 +36,7 @@ import optax
 from nozero_trainer.checkpoint import (
     config_to_json,
     fsync_dir,
+    nonfinite_leaves,
     read_npz,
     tree_to_arrays,
     write_npz,
@@ -284,6 +285,7 @@ def write_bundle(
         "update_norm": replay.update_norm,
         "largest_abs_update": replay.largest_abs_update,
         "nonfinite_update_leaves": replay.nonfinite_update_leaves,
+        "nonfinite_param_leaves": nonfinite_leaves(params),
         "largest_abs_param": max(
             (float(np.max(np.abs(a))) for a in tree_to_arrays(params).values() if a.size),
             default=0.0,
@@ -416,6 +418,12 @@ def diagnose(bundle: Bundle, float64_replay: StepReplay | None) -> str:
     else:
         lines.append("inputs: every value of the batch is finite")
 
+    bad_params = halt.get("nonfinite_param_leaves", [])
+    if bad_params:
+        lines.append(
+            f"parameters before the step: NaN/Inf in {_limited(bad_params)} (an earlier "
+            "update overflowed: look at the learning rate and gradient norm history)"
+        )
     stages = halt.get("nonfinite_stages", [])
     term_heads = [(t, h) for t, h in _term_heads(halt.get("loss_terms", {})) if h]
     if stages:

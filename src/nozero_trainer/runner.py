@@ -33,6 +33,7 @@ from nozero_trainer.checkpoint import (
     config_differences,
     latest_checkpoint,
     load_checkpoint,
+    nonfinite_leaves,
     read_config,
     read_manifest,
     save_checkpoint,
@@ -298,6 +299,11 @@ class _Run:
         eval_every = self.config.eval_every
         if state.step == self.config.steps or (eval_every > 0 and state.step % eval_every == 0):
             self.evaluate(state)
+            bad = nonfinite_leaves(state.params) + nonfinite_leaves(state.opt_state)
+            if bad:  # an overflowing update; the next step's loss will halt the run
+                print(f"!!! step {state.step}: no checkpoint, non-finite values in {bad}",
+                      file=self.stream, flush=True)
+                return
             save_checkpoint(self.out_dir, state.step, state.params, state.opt_state,
                             self.run_config,
                             state={"lr_scale": self.lr_scale, "restarts": self.restarts})

@@ -188,3 +188,13 @@ def test_atomic_output_keeps_the_old_file_on_error(tmp_path):
         raise RuntimeError("disk full")
     assert target.read_text() == "old"
     assert list(tmp_path.iterdir()) == [target]
+
+
+def test_non_finite_values_are_never_checkpointed(tmp_path):
+    params, opt_state, _ = _state()
+    good = ckpt.save_checkpoint(tmp_path, 1, params, opt_state, CONFIG)
+    params[1]["b"] = params[1]["b"].at[0].set(np.inf)
+    with pytest.raises(ckpt.CheckpointError, match=r"step 2: params leaves \['1/b'\]"):
+        ckpt.save_checkpoint(tmp_path, 2, params, opt_state, CONFIG)
+    assert ckpt.latest_checkpoint(tmp_path) == good
+    assert sorted(p.name for p in (tmp_path / "checkpoints").iterdir()) == ["latest", good.name]

@@ -191,3 +191,17 @@ def test_replaying_the_update_finds_an_overflowing_step_with_finite_gradients(tm
     assert "but its norm overflows float32" in text
     assert "the run diverged (learning rate too high)" in text
     assert "precision problem (float32" not in text
+
+
+def test_non_finite_parameters_before_the_step_are_named(tmp_path):
+    params = {"w": _params()["w"].at[2, 0].set(jnp.inf)}
+    batch = {"x": np.full((4, 3), 0.1, np.float32)}
+    replay = pm.replay_step(naive_logsumexp_loss, params, batch)
+    path = pm.write_bundle(
+        tmp_path, step=5, loss=replay.loss, grad_norm=replay.grad_norm, learning_rate=0.1,
+        message=format_message(5, replay.loss, replay.grad_norm), batch=batch,
+        row_indices=np.arange(4), params=params, opt_state=(), replay=replay, config={},
+        heads=HEADS,
+    )
+    text = pm.diagnose(pm.read_bundle(path), None)
+    assert "parameters before the step: NaN/Inf in w (an earlier update overflowed" in text
