@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from itertools import accumulate
 
 from nozero.lint import vocab
+from nozero.lint.signal import compares_itself
 
 
 def could_hold_finding(text: str) -> bool:
@@ -169,11 +170,7 @@ def _is_trigger(node: ast.AST, names: frozenset[str], except_text: bool) -> bool
     if isinstance(node, ast.Constant):
         return isinstance(node.value, str) and node.value in names
     if isinstance(node, ast.Compare):  # ``x != x``
-        sides = [node.left, *node.comparators]
-        return any(
-            isinstance(op, ast.NotEq) and ast.dump(left) == ast.dump(right)
-            for op, left, right in zip(node.ops, sides[:-1], sides[1:], strict=True)
-        )
+        return compares_itself(node)
     return except_text and isinstance(node, ast.ExceptHandler)
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import ast
 import io
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 from itertools import accumulate
@@ -36,6 +36,15 @@ def scope_nodes(root: ast.AST) -> Iterator[ast.AST]:
         yield node
         if not isinstance(node, _SCOPE_BOUNDARY):
             stack.extend(ast.iter_child_nodes(node))
+
+
+def compares_itself(node: ast.Compare) -> bool:
+    """``x != x`` in structure (the text is checked where it matters)."""
+    sides = [node.left, *node.comparators]
+    return any(
+        isinstance(op, ast.NotEq) and ast.dump(left) == ast.dump(right)
+        for op, left, right in zip(node.ops, sides[:-1], sides[1:], strict=True)
+    )
 
 
 def source_segment(text: str, node: ast.expr) -> str:
@@ -95,6 +104,16 @@ def _bindings(root: ast.AST) -> list[tuple[set[str], ast.expr]]:
         elif isinstance(node, ast.withitem) and node.optional_vars is not None:
             found.append((bound_names(node.optional_vars), node.context_expr))
     return [(names, value) for names, value in found if names]
+
+
+@dataclass(frozen=True)
+class _Lens:
+    """How a finiteness test is read: what counts as signal, which names are flags, and
+    the text to check a self-comparison against (None: structure only)."""
+
+    signal: Callable[[ast.expr], bool]
+    flags: set[str]
+    text: str | None
 
 
 @dataclass
@@ -256,57 +275,63 @@ class FileFacts:
 
         ``text`` is the source ``expr`` was parsed from; a self-comparison only counts when
         its text reads ``x != x``, which keeps the textual pre-filter exact."""
+        return self._test(expr, _Lens(lambda e: self.is_signal(e, scope), scope.flags, text))
+
+    def may_be_test(self, expr: ast.expr, flags: set[str]) -> bool:
+        """The same question without signal tracking (any value counts): a cheap superset
+        used to screen functions before their scope is computed."""
+        return self._test(expr, _Lens(lambda e: True, flags, None))
+
+    def _test(self, expr: ast.expr, lens: _Lens) -> bool:
         if isinstance(expr, ast.Name):
-            return expr.id in scope.flags
+            return expr.id in lens.flags
         if isinstance(expr, ast.Compare):
             if (
                 len(expr.ops) == 1
                 and isinstance(expr.ops[0], ast.NotEq)
                 and dotted_name(expr.left) is not None
                 and ast.dump(expr.left) == ast.dump(expr.comparators[0])
-                and vocab.self_comparisons(source_segment(text, expr))
-                and self.is_signal(expr.left, scope)
+                and (lens.text is None or vocab.self_comparisons(source_segment(lens.text, expr)))
+                and lens.signal(expr.left)
             ):
                 return True
-            return any(
-                self.is_nonfinite_test(e, scope, text) for e in (expr.left, *expr.comparators)
-            )
+            return any(self._test(e, lens) for e in (expr.left, *expr.comparators))
         if isinstance(expr, ast.Call):
-            return self._is_nonfinite_call(expr, scope, text)
+            return self._test_call(expr, lens)
         if isinstance(expr, ast.BoolOp):
-            return any(self.is_nonfinite_test(v, scope, text) for v in expr.values)
+            return any(self._test(v, lens) for v in expr.values)
         if isinstance(expr, ast.UnaryOp):
-            return self.is_nonfinite_test(expr.operand, scope, text)
+            return self._test(expr.operand, lens)
         if isinstance(expr, ast.BinOp) and isinstance(
             expr.op, ast.BitAnd | ast.BitOr | ast.BitXor
         ):
-            return any(self.is_nonfinite_test(e, scope, text) for e in (expr.left, expr.right))
+            return any(self._test(e, lens) for e in (expr.left, expr.right))
         if isinstance(expr, ast.Attribute):  # ``jnp.isnan(g).any`` before it is called
-            return self.is_nonfinite_test(expr.value, scope, text)
+            return self._test(expr.value, lens)
         if isinstance(expr, ast.GeneratorExp | ast.ListComp):
-            return self.is_nonfinite_test(expr.elt, scope, text)
+            return self._test(expr.elt, lens)
         return False
 
-    def _is_nonfinite_call(self, call: ast.Call, scope: Scope, text: str) -> bool:
+    def _test_call(self, call: ast.Call, lens: _Lens) -> bool:
         name = last_part(self.qualified(call.func) or getattr(call.func, "attr", None))
         subject = self.predicate_subject(call)
         if subject is not None:
-            return self.is_signal(subject, scope)
+            return lens.signal(subject)
         helper = self.helper_name(call.func)
         if helper is not None and self.is_predicate_helper(helper):
-            return any(self.is_signal(a, scope) for a in call.args)
+            return any(lens.signal(a) for a in call.args)
         if any(self.is_predicate_reference(a) for a in call.args):  # tree_map(isfinite, g)
-            return any(self.is_signal(a, scope) for a in call.args)
+            return any(lens.signal(a) for a in call.args)
         if name in vocab.SELECTORS:
             return False
         receiver = [call.func.value] if isinstance(call.func, ast.Attribute) else []
         if name in _BOOLEAN_CALLS:  # ``jnp.all(jnp.isfinite(g))``, ``isnan(g).any()``
             return any(
-                self.is_nonfinite_test(e, scope, text)
+                self._test(e, lens)
                 for e in (*receiver, *call.args, *(k.value for k in call.keywords))
             )
         # any other method keeps its receiver's meaning only: ``isnan(loss).item()``
-        return any(self.is_nonfinite_test(e, scope, text) for e in receiver)
+        return any(self._test(e, lens) for e in receiver)
 
     def predicate_subject(self, call: ast.Call) -> ast.expr | None:
         """What ``isnan(x)`` / ``x.isnan()`` tests, or None when ``call`` is no such test."""
@@ -424,35 +449,30 @@ class FileFacts:
         return Scope(scope.signal | parameter_names(fn), scope.grad_functions, scope.flags)
 
     def _tests_parameter(self, fn: FunctionNode) -> bool:
-        # Cheap screen before the function's scope is computed: a returned test needs a
-        # predicate, a ``!=``, a call to a same-file function, or a name bound to one.
-        maybe = {
-            name
-            for names, value in self.bindings(fn)
-            if self._may_test(value, set())
-            for name in names
-        }
+        candidates = self.flag_candidates(fn)
         returns = [
             node.value for node in scope_nodes(fn)
             if isinstance(node, ast.Return) and isinstance(node.value, ast.expr)
-            and self._may_test(node.value, maybe)
+            and self.may_be_test(node.value, candidates)
         ]
-        if not returns:
+        if not returns:  # screened without computing the function's scope
             return False
         scope = self._parameter_scope(fn)
         return any(self.is_nonfinite_test(value, scope, self.source) for value in returns)
 
-    def _may_test(self, expr: ast.expr, names: set[str]) -> bool:
-        for node in ast.walk(expr):
-            if isinstance(node, ast.Name) and (node.id in names or node.id in vocab.PREDICATES):
-                return True
-            if isinstance(node, ast.Attribute) and node.attr in vocab.PREDICATES:
-                return True
-            if isinstance(node, ast.Compare) and any(isinstance(op, ast.NotEq) for op in node.ops):
-                return True
-            if isinstance(node, ast.Call) and self.helper_name(node.func) is not None:
-                return True
-        return False
+    def flag_candidates(self, fn: FunctionNode) -> set[str]:
+        """Names ``fn`` binds to something that may be a finiteness test: a cheap,
+        syntactic superset of its flags (no signal tracking)."""
+        found: set[str] = set()
+        bindings = self.bindings(fn)
+        changed = True
+        while changed:
+            changed = False
+            for names, value in bindings:
+                if not names <= found and self.may_be_test(value, found):
+                    found |= names
+                    changed = True
+        return found
 
     def _sanitizes_parameter(self, fn: FunctionNode) -> bool:
         calls = [
