@@ -178,7 +178,8 @@ class WhereSubstitutes(Rule):
 ## What it flags
 `where(isnan(x), constant, x)` and its variants (`isinf`, `~isfinite`, `x != x`,
 `tf.where(tf.math.is_nan(x), tf.zeros_like(x), x)`) on training signal, where one branch
-is a constant, zeros or ones.
+is a constant, zeros or ones; and the conditional expression
+`loss if math.isfinite(loss) else 0.0`.
 
 ## Why it is harmful
 It is `nan_to_num` written by hand: the NaN disappears, the optimizer steps on made-up
@@ -197,6 +198,7 @@ or over input features is fine and not flagged.
         "import jax.numpy as jnp\nlogits = jnp.where(mask, logits, -1e9)\n",
         "import jax.numpy as jnp\nx = jnp.where(jnp.isnan(features), 0.0, features)\n",
         "import numpy as np\nacc = np.where(np.isnan(acc), 0.0, acc)\n",
+        "import math\nscore = score if math.isfinite(score) else 0.0\n",
     ]
     INVALID = [
         "import jax.numpy as jnp\ngrads = jnp.where(jnp.isnan(grads), 0.0, grads)\n",
@@ -204,10 +206,17 @@ or over input features is fine and not flagged.
         "import tensorflow as tf\n"
         "g = tf.where(tf.math.is_nan(g), tf.zeros_like(g), g)\n",
         "import jax.numpy as xp\nupdates = xp.where(updates != updates, 0, updates)\n",
+        "import math\nloss = loss if math.isfinite(loss) else 0.0\n",
     ]
-    node_types = (cst.Call,)
+    node_types = (cst.Call, cst.IfExp)
 
     def check(self, node: cst.CSTNode, ctx: Context) -> None:
+        if isinstance(node, cst.IfExp):  # ``loss if math.isfinite(loss) else 0.0``
+            if (is_constant(node.body, ctx) or is_constant(node.orelse, ctx)) and (
+                ctx.is_nonfinite_test(node.test)
+            ):
+                ctx.report(node, self)
+            return
         assert isinstance(node, cst.Call)
         if ctx.called(node) != "where":
             return

@@ -235,7 +235,8 @@ class KeepOldOnNonFinite(Rule):
     message = "the update is dropped (old state kept) when it is non-finite, and nothing raises"
     doc = """\
 ## What it flags
-`lax.cond`, `lax.select` or `where` that chooses between the new and the old parameters,
+`lax.cond`, `lax.select`, `where` or a conditional expression (`new if ok else old`)
+that chooses between the new and the old parameters,
 optimizer state or updates on a finiteness test of the loss or gradients — unless the
 same function raises, or keeps the failure (returns it, stores it, passes it to a
 callback) so that a caller can raise.
@@ -271,10 +272,19 @@ when it is false.
         "from jax import lax\nimport jax.numpy as jnp\n"
         "def step(state, grads):\n"
         "    return lax.cond(jnp.all(jnp.isfinite(grads)), apply, lambda s, g: s, state, grads)\n",
+        "import math\nfor batch in loader:\n    new_params, loss = update(params, batch)\n"
+        "    params = new_params if math.isfinite(loss) else params\n",
     ]
-    node_types = (cst.Call,)
+    node_types = (cst.Call, cst.IfExp)
 
     def check(self, node: cst.CSTNode, ctx: Context) -> None:
+        if isinstance(node, cst.IfExp):  # ``new if isfinite(loss) else old``
+            branches = [node.body, node.orelse]
+            if not any(is_constant(b, ctx) for b in branches) and (
+                ctx.is_nonfinite_test(node.test) and not ctx.scope_is_guarded()
+            ):
+                ctx.report(node, self)
+            return
         assert isinstance(node, cst.Call)
         called = ctx.called(node)
         if called not in vocab.SELECTORS or len(node.args) < 3:
