@@ -90,8 +90,10 @@ def validate(
     _positive_int("chunk_steps", config.chunk_steps)
     if config.eval_every < 0:
         raise ValueError(f"eval_every must be >= 0 (0 = only at the end), got {config.eval_every}")
-    if not (math.isfinite(config.peak_lr) and config.peak_lr > 0):
-        raise ValueError(f"peak_lr must be positive and finite, got {config.peak_lr!r}")
+    if not (0 < config.peak_lr <= np.finfo(np.float32).max):  # training runs in float32
+        raise ValueError(
+            f"peak_lr must be positive and finite in float32, got {config.peak_lr!r}"
+        )
     if not (0 <= config.warmup_steps < config.steps):
         raise ValueError(
             f"warmup_steps ({config.warmup_steps}) must be >= 0 and shorter than the run "

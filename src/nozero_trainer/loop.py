@@ -5,9 +5,13 @@ non-finite step is written into a small device-side record carried through the s
 from then on no update reaches the parameters. The host reads the record only at sync
 points (every ``sync_every`` steps and at the end) and raises the documented
 ``NonFiniteError`` with the exact step. ``on_sync`` therefore only ever sees states
-whose every step was confirmed finite. A step whose own loss and gradient are finite
-but whose update overflows counts as non-finite too (the error then shows the finite
-values of that step), so parameters handed out are always finite.
+whose every step was confirmed finite.
+
+An update can overflow although its step's loss and gradient were finite (an absurd
+learning rate). The next step's loss is then non-finite and halts the run there; if
+the overflow was the last step before a sync, the sync's check of the parameters halts
+at that step instead (the error then shows its finite values). Either way no hook and
+no caller ever receives non-finite parameters from a run that did not halt.
 """
 
 from __future__ import annotations
@@ -30,11 +34,6 @@ from nozero_trainer.optim import make_optimizer, make_schedule
 
 # Per-step values the engine reports (scalars only, so chunks stay cheap to fetch).
 STEP_FIELDS = ("loss", "grad_norm", "focal_mean_weight", "bce", "rce")
-
-# Steps unrolled per scan iteration. XLA's CPU runtime pays a fixed cost per loop
-# iteration and per kernel; unrolling a few steps amortises it (about 2x for small
-# models, neutral for large ones) while keeping compile time modest.
-SCAN_UNROLL = 5
 
 _traces = 0
 
@@ -82,7 +81,8 @@ class HaltContext:
     step: int
     loss: float
     grad_norm: float
-    params: Params  # the parameters the bad step started from
+    params: Params  # the parameters the bad step started from (after it, for an overflow
+    # caught at a sync: see the module docstring)
     opt_state: Any
     batch: dict[str, np.ndarray]  # the offending batch
     row_indices: np.ndarray | None  # its rows in the training arrays, when known
@@ -111,17 +111,13 @@ def init_state(config: TrainConfig, in_dim: int, n_heads: int) -> TrainState:
     return TrainState(0, params, make_optimizer(config).init(params))
 
 
-def _select(keep_old: jax.Array, old: Any, new: Any) -> Any:
-    return jax.tree_util.tree_map(lambda o, n: jnp.where(keep_old, o, n), old, new)
-
-
 class _Compiled(NamedTuple):
     single: Callable[..., Any]  # one step per call
     chunk: Callable[..., Any]  # a scan of steps over rows gathered from on-device data
 
 
 @functools.lru_cache(maxsize=16)
-def _compiled(key: TrainConfig, guard: bool, unroll: int = SCAN_UNROLL) -> _Compiled:
+def _compiled(key: TrainConfig, guard: bool) -> _Compiled:
     """Jitted step functions for one compile key; cached so every run reuses them."""
     optimizer = make_optimizer(key)
 
@@ -132,33 +128,39 @@ def _compiled(key: TrainConfig, guard: bool, unroll: int = SCAN_UNROLL) -> _Comp
             label_smoothing=key.label_smoothing, reverse_ce_weight=key.reverse_ce_weight,
         )
 
+    def update(grads, params, opt_state):
+        updates, new_opt_state = optimizer.update(grads, opt_state, params)
+        return optax.apply_updates(params, updates), new_opt_state
+
     def step(carry, x, y, step_index, weights, mask):
         params, opt_state, record = carry
         (loss, stats), grads = jax.value_and_grad(loss_fn, has_aux=True)(
             params, x, y, weights, mask
         )
         grad_norm = optax.tree.norm(grads)
-        updates, new_opt_state = optimizer.update(grads, opt_state, params)
-        new_params = optax.apply_updates(params, updates)
         if guard:
-            # A finite step whose update overflows would poison the next step's parameters
-            # (and any checkpoint taken between): it counts as the bad step too.
-            update_norm = optax.tree.norm(updates)
-            finite = jnp.isfinite(loss) & jnp.isfinite(grad_norm) & jnp.isfinite(update_norm)
+            finite = jnp.isfinite(loss) & jnp.isfinite(grad_norm)
             first_bad = ~record.bad & ~finite
-            # Record the first failure for the host to raise; from then on keep the
-            # parameters from before it so a checkpoint or post-mortem sees them.
+            # Record the first failure for the host to raise. From then on no update is
+            # applied, so a checkpoint or post-mortem sees the parameters from before it.
             record = GuardRecord(
-                bad=record.bad | ~finite,
+                bad=record.bad | first_bad,
                 step=jnp.where(first_bad, step_index, record.step),
                 loss=jnp.where(first_bad, loss, record.loss),
                 grad_norm=jnp.where(first_bad, grad_norm, record.grad_norm),
             )
-            new_params = _select(record.bad, params, new_params)
-            new_opt_state = _select(record.bad, opt_state, new_opt_state)
-        out = {"loss": loss, "grad_norm": grad_norm,
-               **{k: stats[k] for k in STEP_FIELDS[2:]}}
-        return (new_params, new_opt_state, record), out
+            # lax.cond with the whole update inside its branch, not a where over the
+            # parameters: the buffers are updated in place and the guard costs ~nothing.
+            params, opt_state = jax.lax.cond(
+                record.bad,
+                lambda: (params, opt_state),
+                lambda: update(grads, params, opt_state),
+            )
+        else:
+            params, opt_state = update(grads, params, opt_state)
+        # One small vector per step (not one output per field): fewer kernels per step.
+        out = jnp.stack([loss, grad_norm, *(stats[k] for k in STEP_FIELDS[2:])])
+        return (params, opt_state, record), out
 
     def single(carry, x, y, step_index, weights, mask):
         _count_trace()
@@ -173,7 +175,7 @@ def _compiled(key: TrainConfig, guard: bool, unroll: int = SCAN_UNROLL) -> _Comp
             y = jnp.take(data_y, rows, axis=0)
             return step(inner, x, y, step_index, weights, mask)
 
-        return jax.lax.scan(body, carry, (indices, step_indices), unroll=unroll)
+        return jax.lax.scan(body, carry, (indices, step_indices))
 
     return _Compiled(jax.jit(single), jax.jit(chunk))
 
@@ -211,22 +213,28 @@ def _is_sync(step: int, end: int, sync_every: int) -> bool:
     return step == end or step % sync_every == 0
 
 
-def _fetch(outputs: list[dict[str, jax.Array]]) -> dict[str, np.ndarray]:
-    host = jax.device_get(outputs)
-    return {k: np.concatenate([np.atleast_1d(o[k]) for o in host]).astype(np.float32)
-            for k in STEP_FIELDS}
+def _fetch(outputs: list[jax.Array]) -> dict[str, np.ndarray]:
+    """Per-step outputs (``[steps, fields]`` or ``[fields]`` arrays) as one column per field."""
+    host = np.concatenate([np.asarray(o).reshape(-1, len(STEP_FIELDS))
+                           for o in jax.device_get(outputs)]).astype(np.float32)
+    return {k: host[:, i] for i, k in enumerate(STEP_FIELDS)}
 
 
-def _halt(record: GuardRecord, context: Callable[[int], HaltContext]) -> None:
-    """Raise the documented error if the record holds a non-finite step."""
-    bad, step, loss, grad_norm = jax.device_get(record)
-    if bad:
-        err = NonFiniteError(int(step), float(loss), float(grad_norm))
-        err.context = context(int(step))
-        raise err
+Context = Callable[[int, float, float], HaltContext]
 
 
-def _head_setup(config: TrainConfig, n_heads: int, weights: Any, mask: Any):
+def _halt(step: int, loss: float, grad_norm: float, context: Context) -> None:
+    err = NonFiniteError(step, loss, grad_norm)
+    err.context = context(step, loss, grad_norm)
+    raise err
+
+
+@jax.jit
+def _all_finite(tree: Any) -> jax.Array:
+    return jnp.all(jnp.stack([jnp.all(jnp.isfinite(leaf)) for leaf in jax.tree.leaves(tree)]))
+
+
+def _head_setup(n_heads: int, weights: Any, mask: Any) -> tuple[jax.Array, jax.Array]:
     weights = np.ones(n_heads, np.float32) if weights is None else weights
     mask = np.ones(n_heads, np.float32) if mask is None else mask
     return jnp.asarray(weights, jnp.float32), jnp.asarray(mask, jnp.float32)
@@ -235,35 +243,43 @@ def _head_setup(config: TrainConfig, n_heads: int, weights: Any, mask: Any):
 class _Sync:
     """Host-side bookkeeping shared by both entry points: outputs, hooks, halts."""
 
-    def __init__(self, config: TrainConfig, start: int, on_sync, on_history) -> None:
-        self.config = config
+    def __init__(self, start: int, on_sync, on_history, guard: bool) -> None:
         self.start = start
-        self.pending: list[dict[str, jax.Array]] = []
+        self.guard = guard
+        self.pending: list[jax.Array] = []
         self.done: list[dict[str, np.ndarray]] = []
         self.on_sync = on_sync
         self.on_history = on_history
         self.synced = start
 
-    def sync(self, carry, step: int, context: Callable[[int], HaltContext]) -> TrainState:
+    def sync(self, carry, step: int, context: Context) -> TrainState:
+        """Read the guard; raise on a bad step, else report the steps and call the hooks."""
         params, opt_state, record = carry
         fetched = _fetch(self.pending) if self.pending else None
         self.pending = []
-        try:
-            _halt(record, context)
-        except NonFiniteError as err:
-            if fetched is not None:  # keep the history up to and including the bad step
-                keep = err.step - self.synced + 1
-                self.done.append({k: v[:keep] for k, v in fetched.items()})
-            raise
+        bad, bad_step, loss, grad_norm = jax.device_get(record)
+        if bad:
+            if fetched is not None:  # report the steps up to and including the bad one
+                self._record({k: v[: int(bad_step) - self.synced + 1] for k, v in fetched.items()})
+            _halt(int(bad_step), float(loss), float(grad_norm), context)
         if fetched is not None:
-            self.done.append(fetched)
-            if self.on_history is not None:
-                self.on_history(self.synced, fetched)
+            self._record(fetched)
+        if self.guard and not _all_finite(params):
+            # Every loss and gradient was finite, yet the parameters are not: the last
+            # step's update overflowed (an earlier one would have made a later loss
+            # non-finite). Halt there rather than hand the parameters to a hook.
+            _halt(step - 1, float(fetched["loss"][-1]), float(fetched["grad_norm"][-1]),
+                  context)
         self.synced = step
         state = TrainState(step, params, opt_state)
         if self.on_sync is not None:
             self.on_sync(state)
         return state
+
+    def _record(self, values: dict[str, np.ndarray]) -> None:
+        self.done.append(values)
+        if self.on_history is not None:
+            self.on_history(self.synced, values)
 
     def steps(self) -> dict[str, np.ndarray]:
         if not self.done:
@@ -282,7 +298,6 @@ def train_arrays(
     on_sync: Callable[[TrainState], None] | None = None,
     on_history: Callable[[int, dict[str, np.ndarray]], None] | None = None,
     guard: bool = True,
-    unroll: int = SCAN_UNROLL,
 ) -> TrainResult:
     """Train on in-memory arrays (the fast path) from ``state`` (default: step 0).
 
@@ -292,18 +307,20 @@ def train_arrays(
     """
     n_rows, in_dim = cls.shape
     n_heads = labels.shape[1]
+    if not 0 < config.batch_size <= n_rows:
+        raise ValueError(f"batch_size ({config.batch_size}) must be in [1, {n_rows}] rows")
     state = init_state(config, in_dim, n_heads) if state is None else state
-    compiled = _compiled(config.compile_key(), guard, unroll)
-    weights, mask = _head_setup(config, n_heads, head_weights, head_mask)
+    compiled = _compiled(config.compile_key(), guard)
+    weights, mask = _head_setup(n_heads, head_weights, head_mask)
     data_x, data_y = jax.device_put(cls), jax.device_put(labels)
     carry = (state.params, state.opt_state, GuardRecord.clean())
-    tracker = _Sync(config, state.step, on_sync, on_history)
+    tracker = _Sync(state.step, on_sync, on_history, guard)
     schedule = make_schedule(config)
 
-    def context(step: int) -> HaltContext:
+    def context(step: int, loss: float, grad_norm: float) -> HaltContext:
         rows = batch_rows(config, step, n_rows)
         return HaltContext(
-            step=step, loss=float(carry[2].loss), grad_norm=float(carry[2].grad_norm),
+            step=step, loss=loss, grad_norm=grad_norm,
             params=carry[0], opt_state=carry[1],
             batch={"cls": np.asarray(cls[rows]), "labels": np.asarray(labels[rows])},
             row_indices=rows, learning_rate=float(schedule(step)), config=config,
@@ -363,16 +380,16 @@ def train_on_batches(
     compiled = _compiled(config.compile_key(), guard)
     weights, mask = head_weighting(config.class_weighting, class_counts, n_rows, n_heads,
                                    config.mask_zero_positive_heads)
-    weights, mask = _head_setup(config, n_heads, weights, mask)
+    weights, mask = _head_setup(n_heads, weights, mask)
     carry = (state.params, state.opt_state, GuardRecord.clean())
-    tracker = _Sync(config, state.step, on_sync, on_history)
+    tracker = _Sync(state.step, on_sync, on_history, guard)
     schedule = make_schedule(config)
     window: dict[int, tuple[np.ndarray, np.ndarray]] = {}
 
-    def context(step: int) -> HaltContext:
+    def context(step: int, loss: float, grad_norm: float) -> HaltContext:
         x, y = window[step]
         return HaltContext(
-            step=step, loss=float(carry[2].loss), grad_norm=float(carry[2].grad_norm),
+            step=step, loss=loss, grad_norm=grad_norm,
             params=carry[0], opt_state=carry[1], batch={"cls": x, "labels": y},
             row_indices=None, learning_rate=float(schedule(step)), config=config,
         )

@@ -22,6 +22,7 @@ COUNTS = np.full(len(DEFAULT_HEADS), 10.0)
     ({"peak_lr": -1e-3}, "peak_lr"),
     ({"peak_lr": float("inf")}, "peak_lr"),
     ({"peak_lr": float("nan")}, "peak_lr"),
+    ({"peak_lr": 1e39}, "peak_lr"),  # finite in float64, infinite in float32
     ({"warmup_steps": 200, "steps": 100}, "warmup_steps"),
     ({"batch_size": 1001}, "batch_size"),
     ({"steps": 0}, "steps"),

@@ -60,7 +60,7 @@ def test_poisoned_row_on_the_fast_path_halts_where_it_is_first_drawn(toy_arrays)
     synced, logged = [], []
     with pytest.raises(NonFiniteError) as caught:
         loop.train_arrays(config, x, y, on_sync=lambda s: synced.append(s.step),
-                          on_history=lambda first, v: logged.append((first, v["loss"].size)))
+                          on_history=lambda first, v: logged.append((first, v["loss"])))
     err = caught.value
     assert err.step == first_step
     context = err.context
@@ -68,7 +68,11 @@ def test_poisoned_row_on_the_fast_path_halts_where_it_is_first_drawn(toy_arrays)
     assert not np.isfinite(context.batch["cls"]).all()
     assert all(np.isfinite(leaf).all() for leaf in _leaves(context.params))
     assert all(step <= first_step for step in synced)
-    assert all(first + n <= first_step + 1 for first, n in logged)
+    # Every step up to the bad one is reported (the bad one last, non-finite), none after.
+    reported = np.concatenate([losses for _, losses in logged])
+    assert [first for first, _ in logged] == list(range(0, first_step + 1, 8))[: len(logged)]
+    assert reported.size == first_step + 1
+    assert np.isfinite(reported[:-1]).all() and not np.isfinite(reported[-1])
 
 
 def test_exploding_learning_rate_halts_with_finite_parameters(toy_arrays):
@@ -78,6 +82,24 @@ def test_exploding_learning_rate_halts_with_finite_parameters(toy_arrays):
         loop.train_arrays(config, x, y)
     assert MESSAGE_PATTERN.fullmatch(str(caught.value))
     assert all(np.isfinite(leaf).all() for leaf in _leaves(caught.value.context.params))
+
+
+@pytest.mark.parametrize("sync_every, halt_step, values_finite", [(2, 1, True), (4, 2, False)])
+def test_an_overflowing_update_never_reaches_a_hook(toy_arrays, sync_every, halt_step,
+                                                    values_finite):
+    # Step 0 has learning rate 0 (warmup); step 1's update, 3e38 x (direction + 10 x
+    # weights), overflows float32 although its loss and gradient are finite. If a sync
+    # follows at once, its parameter check halts at step 1; else step 2's loss does.
+    x, y = toy_arrays
+    config = small_config(peak_lr=3e38, warmup_steps=1, weight_decay=10.0,
+                          sync_every=sync_every, chunk_steps=2)
+    synced = []
+    with pytest.raises(NonFiniteError) as caught:
+        loop.train_arrays(config, x, y, on_sync=synced.append)
+    err = caught.value
+    assert err.step == halt_step
+    assert (np.isfinite(err.loss) and np.isfinite(err.grad_norm)) == values_finite
+    assert synced == []  # the only sync due (after step 1 or 3) never handed anything out
 
 
 def test_without_the_guard_the_same_poison_silently_ruins_the_parameters(toy_arrays):
