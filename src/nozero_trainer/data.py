@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -146,6 +148,28 @@ def _shard_paths(split_dir: Path) -> list[Path]:
     return paths
 
 
+def _read(path: Path) -> pa.Table:
+    try:
+        return pq.read_table(path, columns=list(COLUMNS))
+    except (pa.ArrowInvalid, OSError) as err:
+        raise ValueError(f"{path}: not a readable parquet file ({err})") from err
+
+
+def _read_ahead(paths: list[Path]) -> Iterator[tuple[Path, pa.Table]]:
+    """Yield each shard's table while a thread already reads the next one.
+
+    pyarrow decodes without the GIL, so reading the next shard overlaps the numpy
+    work on this one; at most two shards are in memory at once.
+    """
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        upcoming = pool.submit(_read, paths[0])
+        for i, path in enumerate(paths):
+            table = upcoming.result()
+            if i + 1 < len(paths):
+                upcoming = pool.submit(_read, paths[i + 1])
+            yield path, table
+
+
 def load_split(split_dir: str | Path, heads: tuple[str, ...] = DEFAULT_HEADS) -> Split:
     """Read every shard of one split; keep strong-label rows with finite embeddings."""
     split_dir = Path(split_dir)
@@ -163,14 +187,12 @@ def load_split(split_dir: str | Path, heads: tuple[str, ...] = DEFAULT_HEADS) ->
     cls_out: np.ndarray | None = None
     kept = 0
     user_ids, label_arrays, sources, strengths, multi_hots = [], [], [], [], []
-    for path in paths:
-        table = pq.read_table(path, columns=list(COLUMNS))
+    for path, table in _read_ahead(paths):
         stats.rows_read += table.num_rows
         strong = pc.fill_null(pc.equal(table["label_strength"], STRONG), False)
         strong_np = strong.to_numpy(zero_copy_only=False)
         stats.non_strong_dropped += int((~strong_np).sum())
-        cls = table["cls"].combine_chunks()
-        width = _cls_width(path, cls)
+        width = _cls_width(path, table["cls"])
         if width < 0:
             continue
         if cls_out is None:
@@ -179,17 +201,22 @@ def load_split(split_dir: str | Path, heads: tuple[str, ...] = DEFAULT_HEADS) ->
             raise ValueError(
                 f"{path}: column 'cls' has width {width}, earlier shards have {cls_out.shape[1]}"
             )
-        # Zero-copy view of this shard's embeddings as one [rows, width] matrix.
-        values = pc.list_flatten(cls)
-        if values.null_count:  # a null inside an embedding is a missing value: drop the row
-            values = pc.fill_null(values, np.float32("nan"))
-        matrix = values.to_numpy().reshape(-1, width)
-        finite = np.isfinite(matrix).all(axis=1)
-        stats.non_finite_dropped += int((strong_np & ~finite).sum())
-        keep = strong_np & finite
-        n_keep = int(keep.sum())
-        np.compress(keep, matrix, axis=0, out=cls_out[kept : kept + n_keep])
-        kept += n_keep
+        keep = np.empty(table.num_rows, dtype=bool)
+        start = 0
+        for chunk in table["cls"].chunks:
+            # Zero-copy view of the chunk's embeddings as one [rows, width] matrix.
+            values = pc.list_flatten(chunk)
+            if values.null_count:  # a null inside an embedding is missing: drop the row
+                values = pc.fill_null(values, np.float32("nan"))
+            matrix = values.to_numpy().reshape(-1, width)
+            stop = start + len(chunk)
+            finite = np.isfinite(matrix).all(axis=1)
+            stats.non_finite_dropped += int((strong_np[start:stop] & ~finite).sum())
+            keep[start:stop] = strong_np[start:stop] & finite
+            n_keep = int(keep[start:stop].sum())
+            np.compress(keep[start:stop], matrix, axis=0, out=cls_out[kept : kept + n_keep])
+            kept += n_keep
+            start = stop
         keep_arrow = pa.array(keep)
         user_ids.append(pc.filter(table["user_id"], keep_arrow).to_numpy())
         labels = pc.filter(table["labels"], keep_arrow).combine_chunks()
@@ -200,7 +227,7 @@ def load_split(split_dir: str | Path, heads: tuple[str, ...] = DEFAULT_HEADS) ->
         label_arrays.append(labels)
         sources.append(pc.filter(table["label_source"], keep_arrow).combine_chunks())
         strengths.append(pc.filter(table["label_strength"], keep_arrow).combine_chunks())
-        del table, cls, matrix
+        del table
 
     if cls_out is None:
         raise ValueError(f"{split_dir}: the shards hold no rows")
