@@ -21,11 +21,12 @@ from nozero_trainer.postmortem import find_bundles
 from .helpers import nozero_train, tiny_flags
 
 EXIT_USAGE, EXIT_HALT = 2, 3
-# Step 1 is the first with a learning rate (warmup 1); its update, from the initial
-# parameters, is deterministic: about 2.1e18 is where its norm overflows float32. This rate
-# halts there; half of it (1.6e18) trains through. The restart test relies on both.
-DIVERGING = dict(hidden_dims=(), peak_lr=3.2e18, weight_decay=0.0, warmup_steps=1, steps=2,
-                 eval_every=1, sync_every=1, chunk_steps=1)
+# Step 1 is the first with a learning rate (warmup 1). Its update, from the initial
+# parameters, scales the weights with the rate, and step 2's logits overflow float32 once
+# the rate passes about 1e37 (measured: 9.5e36 trains, 1e37 halts). This rate halts at
+# step 2, before the first checkpoint; half of it (7e36) trains through.
+DIVERGING = dict(hidden_dims=(), peak_lr=1.4e37, weight_decay=0.0, warmup_steps=1, steps=3,
+                 eval_every=3, sync_every=1, chunk_steps=1)
 
 
 @dataclasses.dataclass
@@ -148,15 +149,16 @@ def test_restart_halves_the_learning_rate_and_finishes(train, tmp_path):
     assert result.returncode == 0, result.stderr
     assert "RESTART 1/2" in result.stderr and "RESTART 2/2" not in result.stderr
     assert len(_documented_lines(result.stderr)) == 1
-    assert "finished at step 2 after 1 restart(s)" in result.stdout
+    assert "finished at step 3 after 1 restart(s)" in result.stdout
     assert len(find_bundles(out)) == 1
     status = json.loads((out / "status.json").read_text())
     assert status["status"] == "finished" and status["restarts"] == 1
     events = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     [restart] = [e for e in events if e.get("event") == "restart"]
-    assert restart == {**restart, "step": 1, "halted_step": 1, "lr_scale": 0.5}
+    assert restart == {**restart, "step": 0, "halted_step": 2, "lr_scale": 0.5}
+    assert "restarting from step 0 (no checkpoint yet)" in result.stderr
     manifest = ckpt.verify_checkpoint(ckpt.latest_checkpoint(out))
-    assert manifest["step"] == 2 and manifest["state"] == {"lr_scale": 0.5, "restarts": 1}
+    assert manifest["step"] == 3 and manifest["state"] == {"lr_scale": 0.5, "restarts": 1}
 
 
 def test_restarts_are_bounded(train, tmp_path):
