@@ -242,3 +242,17 @@ def test_shortcuts_never_change_the_findings_on_real_sources():
         assert fast == lint_source(source, str(path), select=EVERY_CODE, shortcuts=False), path
         found += len(fast)
     assert found > 0
+
+
+@pytest.mark.parametrize("newline", ["\n", "\r\n", "\r"])
+def test_line_endings_tabs_and_unicode(newline):
+    source = (
+        "import jax.numpy as jnp\n"
+        "class Étape:\n"
+        "\tdef pas(self, grads):\n"
+        "\t\tnote = 'é — ü'; grads = jnp.nan_to_num(grads)\n"
+        "\t\treturn grads\n"
+    ).replace("\n", newline)
+    for shortcuts in (True, False):
+        [finding] = lint_source(source, "u.py", shortcuts=shortcuts)
+        assert (finding.line, finding.col, finding.code) == (4, 27, "NZ101")  # characters
