@@ -6,11 +6,12 @@ and words in comments or strings only ever make these checks pass, never fail. S
 
 1. a file without any trigger text holds no finding and is not parsed for the rules;
 2. otherwise the standard library's ``ast`` splits it into units (top-level statements,
-   and the statements of a class body), and only units whose text holds a trigger word
-   are handed to libcst.
+   and the statements of a class body); units whose lines hold a trigger word (or this
+   file's own name for one) are narrowed to the statements, in the body of their
+   innermost function, that hold a trigger node; only those are handed to libcst.
 
-Both steps over-approximate, so they never change the findings (the engine checks this
-with ``shortcuts=False``, which hands every unit to libcst).
+Both steps over-approximate, so they never change the findings (``shortcuts=False``
+hands the whole file to libcst, and the tests compare the two).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from dataclasses import dataclass
 from itertools import accumulate
 
 from nozero.lint import vocab
-from nozero.lint.signal import compares_itself
+from nozero.lint.signal import FunctionNode, compares_itself
 
 
 def could_hold_finding(text: str) -> bool:
@@ -83,7 +84,7 @@ def split_lines(source: str) -> list[str]:
     return io.StringIO(source, newline="").readlines()
 
 
-FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef
+
 
 
 @dataclass
