@@ -211,9 +211,9 @@ def _json_default(value: Any) -> Any:
     raise TypeError(f"cannot write {type(value).__name__} into a run configuration")
 
 
-def config_to_json(config: Mapping[str, Any]) -> str:
-    """The run configuration as stable, diffable JSON."""
-    return json.dumps(config, indent=2, sort_keys=True, default=_json_default) + "\n"
+def config_to_json(config: Mapping[str, Any], sort_keys: bool = True) -> str:
+    """The run configuration as stable, diffable JSON (``sort_keys=False`` keeps an order)."""
+    return json.dumps(config, indent=2, sort_keys=sort_keys, default=_json_default) + "\n"
 
 
 def normalise_config(config: Mapping[str, Any]) -> dict[str, Any]:

@@ -292,7 +292,8 @@ def write_bundle(
         ),
         **dict(extra or {}),
     }
-    (tmp / "halt.json").write_text(config_to_json(halt), encoding="utf-8")
+    # Unsorted: loss terms keep their order of computation, heads the registry's order.
+    (tmp / "halt.json").write_text(config_to_json(halt, sort_keys=False), encoding="utf-8")
     final = root / name
     os.rename(tmp, final)
     fsync_dir(root)
@@ -428,11 +429,16 @@ def diagnose(bundle: Bundle, float64_replay: StepReplay | None) -> str:
     term_heads = [(t, h) for t, h in _term_heads(halt.get("loss_terms", {})) if h]
     if stages:
         lines.append(f"first non-finite stage of the forward pass: {stages[0]}")
+    every_head = len(halt.get("heads", [])) or None
+
+    def which(heads: list[str]) -> str:
+        return "every head" if len(heads) == every_head else f"heads {_limited(heads)}"
+
     if term_heads:
         term, heads = term_heads[0]
-        lines.append(f"first non-finite loss term: {term!r} for heads {_limited(heads)}")
+        lines.append(f"first non-finite loss term: {term!r}, for {which(heads)}")
         for term, heads in term_heads[1:]:
-            lines.append(f"  also non-finite: {term!r} for heads {_limited(heads)}")
+            lines.append(f"  then: {term!r}, for {which(heads)}")
     elif not stages:
         lines.append("loss terms: all finite")
     leaves = halt.get("nonfinite_grad_leaves", [])

@@ -69,7 +69,7 @@ def test_overflow_that_float64_survives_is_called_a_precision_problem(tmp_path):
     assert float64.dtype == "float64" and float64.finite
     text = pm.diagnose(bundle, float64)
     assert "inputs: every value of the batch is finite" in text
-    assert "first non-finite loss term: 'lse' for heads B" in text
+    assert "first non-finite loss term: 'lse', for heads B" in text
     assert "this is a precision problem" in text
     assert "the 10 logged steps" not in text and "the 3 logged steps before the halt" in text
 
