@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import math
-import resource
 import sys
 import time
 from pathlib import Path
@@ -20,11 +19,16 @@ from nozero_trainer.data import COLUMNS, load_split
 from nozero_trainer.heads import DEFAULT_HEADS
 
 
-def _rss_bytes() -> int:
+def _status_bytes(field: str) -> int:
+    """A memory figure of this process from /proc (``VmRSS`` now, ``VmHWM`` its peak).
+
+    VmHWM belongs to this process image alone; ``ru_maxrss`` would also count the
+    parent's memory at fork time.
+    """
     for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
+        if line.startswith(f"{field}:"):
             return int(line.split()[1]) * 1024
-    raise RuntimeError("no VmRSS in /proc/self/status")
+    raise RuntimeError(f"no {field} in /proc/self/status")
 
 
 def load_ours(split_dir: Path, max_rows: int | None) -> tuple[int, int]:
@@ -78,11 +82,11 @@ LOADERS = {"ours": load_ours, "pyarrow": load_pyarrow_floor, "row_by_row": load_
 def main() -> None:
     kind, split_dir = sys.argv[1], Path(sys.argv[2])
     max_rows = int(sys.argv[3]) if len(sys.argv) > 3 else None
-    before = _rss_bytes()
+    before = _status_bytes("VmRSS")
     started = time.perf_counter()
     rows, returned = LOADERS[kind](split_dir, max_rows)
     seconds = time.perf_counter() - started
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    peak = _status_bytes("VmHWM")
     print(json.dumps({"kind": kind, "seconds": seconds, "rows": rows,
                       "peak_added_bytes": peak - before, "returned_bytes": returned}))
 

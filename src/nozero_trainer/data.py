@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import threading
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from queue import Full, Queue
 
 import numpy as np
 import pyarrow as pa
@@ -24,6 +25,10 @@ log = logging.getLogger("nozero_trainer.data")
 
 COLUMNS = ("user_id", "cls", "labels", "label_source", "label_strength")
 STRONG = "strong"
+# Rows decoded at a time. Reading a whole 100 MB shard at once costs pyarrow several
+# times that in transient buffers; batches keep the loader's peak near its output.
+BATCH_ROWS = 4096
+READ_AHEAD = 4  # batches decoded ahead of the copying
 
 
 @dataclasses.dataclass
@@ -94,25 +99,24 @@ def _check_schema(path: Path, schema: pa.Schema) -> None:
             raise ValueError(f"{path}: column {column!r} has type {dtype}, expected {expected}")
 
 
-def _cls_width(path: Path, cls: pa.Array) -> int:
-    """The common width of the ``cls`` lists; ragged or null rows are an error."""
+def _cls_width(path: Path, cls: pa.Array, first_row: int, width: int | None) -> int:
+    """Check every ``cls`` list has ``width`` values (the first row's, if not yet known)."""
     if cls.null_count:
-        row = int(pc.index(pc.is_null(cls), True).as_py())
+        row = first_row + int(pc.index(pc.is_null(cls), True).as_py())
         raise ValueError(f"{path}: column 'cls' is null at row {row}")
     lengths = pc.list_value_length(cls)
-    if len(lengths) == 0:
-        return -1
+    if width is None:
+        width = lengths[0].as_py()
+        if width == 0:
+            raise ValueError(f"{path}: column 'cls' holds empty embeddings (row {first_row})")
     low, high = pc.min_max(lengths).values()
-    if low.as_py() != high.as_py():
-        first = lengths[0].as_py()
-        row = int(pc.index(pc.not_equal(lengths, first), True).as_py())
+    if low.as_py() != width or high.as_py() != width:
+        index = int(pc.index(pc.not_equal(lengths, width), True).as_py())
         raise ValueError(
-            f"{path}: column 'cls' is ragged: row {row} has width {lengths[row].as_py()}, "
-            f"row 0 has width {first}"
+            f"{path}: column 'cls' is ragged: row {first_row + index} has width "
+            f"{lengths[index].as_py()}, expected {width} (the first row's)"
         )
-    if low.as_py() == 0:
-        raise ValueError(f"{path}: column 'cls' holds empty embeddings")
-    return int(low.as_py())
+    return width
 
 
 def _multi_hot(labels: pa.Array, heads: tuple[str, ...], unknown: dict[str, int]) -> np.ndarray:
@@ -148,26 +152,49 @@ def _shard_paths(split_dir: Path) -> list[Path]:
     return paths
 
 
-def _read(path: Path) -> pa.Table:
+def _batches(path: Path) -> Iterator[pa.RecordBatch]:
+    """The shard's rows a few thousand at a time, so the reader's own buffers stay small."""
     try:
-        return pq.read_table(path, columns=list(COLUMNS))
+        yield from pq.ParquetFile(path).iter_batches(batch_size=BATCH_ROWS, columns=list(COLUMNS))
     except (pa.ArrowInvalid, OSError) as err:
         raise ValueError(f"{path}: not a readable parquet file ({err})") from err
 
 
-def _read_ahead(paths: list[Path]) -> Iterator[tuple[Path, pa.Table]]:
-    """Yield each shard's table while a thread already reads the next one.
+def _read_ahead(paths: list[Path]) -> Iterator[tuple[Path, pa.RecordBatch]]:
+    """Yield ``(path, batch)`` while a thread already decodes the next batches.
 
-    pyarrow decodes without the GIL, so reading the next shard overlaps the numpy
-    work on this one; at most two shards are in memory at once.
+    pyarrow decodes without holding the GIL, so reading overlaps the numpy copying of
+    the previous batch; the queue bounds how much is read ahead.
     """
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        upcoming = pool.submit(_read, paths[0])
-        for i, path in enumerate(paths):
-            table = upcoming.result()
-            if i + 1 < len(paths):
-                upcoming = pool.submit(_read, paths[i + 1])
-            yield path, table
+    queue: Queue = Queue(maxsize=READ_AHEAD)
+    stop = threading.Event()
+
+    def produce() -> None:
+        try:
+            for path in paths:
+                for batch in _batches(path):
+                    while not stop.is_set():
+                        try:
+                            queue.put((path, batch), timeout=0.1)
+                            break
+                        except Full:
+                            continue
+                    if stop.is_set():
+                        return
+            queue.put(None)
+        except BaseException as err:  # handed to the consumer, raised there
+            queue.put(err)
+
+    reader = threading.Thread(target=produce, name="nozero-shard-reader", daemon=True)
+    reader.start()
+    try:
+        while (item := queue.get()) is not None:
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+    finally:
+        stop.set()
+        reader.join()
 
 
 def load_split(split_dir: str | Path, heads: tuple[str, ...] = DEFAULT_HEADS) -> Split:
@@ -185,49 +212,44 @@ def load_split(split_dir: str | Path, heads: tuple[str, ...] = DEFAULT_HEADS) ->
     stats = LoadStats(shards=[(p.name, p.stat().st_size) for p in paths])
 
     cls_out: np.ndarray | None = None
+    width: int | None = None
     kept = 0
     user_ids, label_arrays, sources, strengths, multi_hots = [], [], [], [], []
-    for path, table in _read_ahead(paths):
-        stats.rows_read += table.num_rows
-        strong = pc.fill_null(pc.equal(table["label_strength"], STRONG), False)
-        strong_np = strong.to_numpy(zero_copy_only=False)
-        stats.non_strong_dropped += int((~strong_np).sum())
-        width = _cls_width(path, table["cls"])
-        if width < 0:
+    first_rows = dict.fromkeys(paths, 0)
+    for path, batch in _read_ahead(paths):
+        rows = batch.num_rows
+        first_row = first_rows[path]
+        if rows == 0:
             continue
+        stats.rows_read += rows
+        strong = pc.fill_null(pc.equal(batch["label_strength"], STRONG), False)
+        strong = strong.to_numpy(zero_copy_only=False)
+        stats.non_strong_dropped += int((~strong).sum())
+        width = _cls_width(path, batch["cls"], first_row, width)
         if cls_out is None:
             cls_out = np.empty((capacity, width), dtype=np.float32)
-        elif width != cls_out.shape[1]:
-            raise ValueError(
-                f"{path}: column 'cls' has width {width}, earlier shards have {cls_out.shape[1]}"
-            )
-        keep = np.empty(table.num_rows, dtype=bool)
-        start = 0
-        for chunk in table["cls"].chunks:
-            # Zero-copy view of the chunk's embeddings as one [rows, width] matrix.
-            values = pc.list_flatten(chunk)
-            if values.null_count:  # a null inside an embedding is missing: drop the row
-                values = pc.fill_null(values, np.float32("nan"))
-            matrix = values.to_numpy().reshape(-1, width)
-            stop = start + len(chunk)
-            finite = np.isfinite(matrix).all(axis=1)
-            stats.non_finite_dropped += int((strong_np[start:stop] & ~finite).sum())
-            keep[start:stop] = strong_np[start:stop] & finite
-            n_keep = int(keep[start:stop].sum())
-            np.compress(keep[start:stop], matrix, axis=0, out=cls_out[kept : kept + n_keep])
-            kept += n_keep
-            start = stop
+        # Zero-copy view of the batch's embeddings as one [rows, width] matrix.
+        values = pc.list_flatten(batch["cls"])
+        if values.null_count:  # a null inside an embedding is missing: drop the row
+            values = pc.fill_null(values, np.float32("nan"))
+        matrix = values.to_numpy().reshape(rows, width)
+        finite = np.isfinite(matrix).all(axis=1)
+        stats.non_finite_dropped += int((strong & ~finite).sum())
+        keep = strong & finite
+        n_keep = int(keep.sum())
+        np.compress(keep, matrix, axis=0, out=cls_out[kept : kept + n_keep])
+        kept += n_keep
         keep_arrow = pa.array(keep)
-        user_ids.append(pc.filter(table["user_id"], keep_arrow).to_numpy())
-        labels = pc.filter(table["labels"], keep_arrow).combine_chunks()
+        user_ids.append(pc.filter(batch["user_id"], keep_arrow).to_numpy())
+        labels = pc.filter(batch["labels"], keep_arrow)
         try:
             multi_hots.append(_multi_hot(labels, heads, stats.unknown_labels))
         except ValueError as err:
-            raise ValueError(f"{path}: {err}") from err
+            raise ValueError(f"{path}: {err} (of the batch from row {first_row})") from err
         label_arrays.append(labels)
-        sources.append(pc.filter(table["label_source"], keep_arrow).combine_chunks())
-        strengths.append(pc.filter(table["label_strength"], keep_arrow).combine_chunks())
-        del table
+        sources.append(pc.filter(batch["label_source"], keep_arrow))
+        strengths.append(pc.filter(batch["label_strength"], keep_arrow))
+        first_rows[path] += rows
 
     if cls_out is None:
         raise ValueError(f"{split_dir}: the shards hold no rows")

@@ -9,6 +9,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from nozero_trainer import data
 from nozero_trainer.data import load_dataset, load_split
 from nozero_trainer.heads import DEFAULT_HEADS
 
@@ -37,7 +38,14 @@ def reference_load(rows: list[dict]):
     return np.array(ids), np.array(cls, np.float32), np.array(hot, np.float32), unknown
 
 
-def test_loader_equals_reference(tmp_path, rng):
+@pytest.fixture(params=[4096, 7], ids=["one-batch", "batches-of-7"])
+def batch_rows(request, monkeypatch):
+    """Run a test with the default batch size and with tiny batches crossing rows."""
+    monkeypatch.setattr(data, "BATCH_ROWS", request.param)
+    return request.param
+
+
+def test_loader_equals_reference(tmp_path, rng, batch_rows):
     shards = [random_rows(rng, 40, 0), random_rows(rng, 33, 1000), random_rows(rng, 5, 2000)]
     for i, rows in enumerate(shards):
         write_shard(tmp_path / "train" / f"part-{i}.parquet", rows)
@@ -118,18 +126,18 @@ def test_wrong_column_type_names_file_and_column(tmp_path, column, arrow_type, v
         load_split(tmp_path)
 
 
-def test_ragged_cls_names_file_column_and_row(tmp_path):
-    rows = [_one_row(user_id=i) for i in range(4)]
-    rows[2]["cls"] = [0.0] * (DIM - 1)
+def test_ragged_cls_names_file_column_and_row(tmp_path, batch_rows):
+    rows = [_one_row(user_id=i) for i in range(12)]
+    rows[9]["cls"] = [0.0] * (DIM - 1)
     write_shard(tmp_path / "ragged.parquet", rows)
-    with pytest.raises(ValueError, match=r"ragged\.parquet: column 'cls' is ragged: row 2"):
+    with pytest.raises(ValueError, match=r"ragged\.parquet: column 'cls' is ragged: row 9 "):
         load_split(tmp_path)
 
 
 def test_width_differs_between_shards(tmp_path):
     write_shard(tmp_path / "a.parquet", [_one_row()])
     write_shard(tmp_path / "b.parquet", [_one_row(cls=[0.0] * 3)])
-    with pytest.raises(ValueError, match=r"b\.parquet: column 'cls' has width 3"):
+    with pytest.raises(ValueError, match=r"b\.parquet: column 'cls' is ragged: row 0 has width 3"):
         load_split(tmp_path)
 
 
