@@ -256,3 +256,28 @@ def test_line_endings_tabs_and_unicode(newline):
     for shortcuts in (True, False):
         [finding] = lint_source(source, "u.py", shortcuts=shortcuts)
         assert (finding.line, finding.col, finding.code) == (4, 27, "NZ101")  # characters
+
+
+REAL_SOURCES = [
+    path.read_text(encoding="utf-8")
+    for path in sorted((Path(__file__).resolve().parents[2] / "src").rglob("*.py"))
+] + [example for rule in ALL_RULES for example in rule.INVALID]
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.sampled_from(REAL_SOURCES),
+    st.floats(0, 1),
+    st.floats(0, 1),
+    st.sampled_from(["", "\n", "(", ")", ":", "    ", "\t", "'", '"""', "\\", "\x00", "é"]),
+)
+def test_damaged_sources_never_raise(source, start, stop, insert):
+    """Cut, spliced and broken real code: a finding list, never an exception, and the
+    same findings with or without the pre-filters."""
+    a, b = sorted((int(start * len(source)), int(stop * len(source))))
+    damaged = source[:a] + insert + source[b:]
+    fast = lint_source(damaged, "d.py", select=EVERY_CODE, require_reason=True)
+    assert all(isinstance(f, Finding) for f in fast)
+    assert fast == lint_source(
+        damaged, "d.py", select=EVERY_CODE, require_reason=True, shortcuts=False
+    )

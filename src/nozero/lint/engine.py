@@ -65,7 +65,9 @@ def lint_source(
     collecting = gc.isenabled()
     gc.disable()  # parse trees are acyclic; collections mid-parse cost a third of the time
     try:
-        return _lint(source, path, select, require_reason, shortcuts)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the linted code's own invalid escapes etc.
+            return _lint(source, path, select, require_reason, shortcuts)
     finally:
         if collecting:
             gc.enable()
@@ -89,9 +91,7 @@ def _lint(
         error = _syntax_error(source, path, quick=True) if SYNTAX_ERROR in enabled else None
         return [error] if error else []
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # invalid escape sequences and the like
-            tree = ast.parse(source, filename=path)
+        tree = ast.parse(source, filename=path)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         error = _syntax_error(source, path, quick=False)
         return [error] if error and SYNTAX_ERROR in enabled else []
@@ -105,21 +105,19 @@ def _syntax_error(source: str, path: str, *, quick: bool) -> Finding | None:
     ``quick`` first tries ``symtable``, which parses without building Python objects; it
     rejects a superset of what ``ast.parse`` rejects, so ``ast.parse`` has the last word.
     """
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        if quick:
-            try:
-                symtable.symtable(source, path, "exec")
-                return None
-            except (SyntaxError, ValueError, RecursionError, MemoryError):
-                pass
+    if quick:
         try:
-            ast.parse(source, filename=path)
+            symtable.symtable(source, path, "exec")
             return None
-        except SyntaxError as err:
-            line, col, message = err.lineno or 1, err.offset or 1, err.msg
-        except (ValueError, RecursionError, MemoryError) as err:
-            line, col, message = 1, 1, str(err) or type(err).__name__
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            pass
+    try:
+        ast.parse(source, filename=path)
+        return None
+    except SyntaxError as err:
+        line, col, message = err.lineno or 1, err.offset or 1, err.msg
+    except (ValueError, RecursionError, MemoryError) as err:
+        line, col, message = 1, 1, str(err) or type(err).__name__
     return Finding(path, line, max(col, 1), SYNTAX_ERROR, f"syntax error: {message}", line)
 
 
