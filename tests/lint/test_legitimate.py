@@ -57,6 +57,18 @@ LEGITIMATE = {
             curve = np.nan_to_num(np.asarray(history["loss"]))
             plt.plot(curve)
         """,
+    "plotting and evaluation functions": """\
+        import math
+        import torch
+        def plot_loss_curve(history, ax):
+            for step, loss in history:
+                if math.isnan(loss):
+                    continue
+                ax.scatter(step, loss)
+        def evaluate(model, loader):
+            losses = [model(batch) for batch in loader]
+            return torch.nan_to_num(torch.stack(losses)).mean()
+        """,
     "padding and attention masks": """\
         import jax.numpy as jnp
         def masked_loss(logits, targets, mask):

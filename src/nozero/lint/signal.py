@@ -181,6 +181,16 @@ class FileFacts:
             return None
         return name if name in self._functions_by_name else None
 
+    def in_reporting_function(self, key: int) -> bool:
+        """Is the function on line ``key``, or one around it, about evaluation, metrics,
+        plots or reports (``plot_loss``, ``evaluate``)?"""
+        while key in self._functions:
+            function, enclosing = self._functions[key]
+            if any(w in vocab.REPORTING_FUNCTION_WORDS for w in vocab.name_words(function.name)):
+                return True
+            key = enclosing.lineno if enclosing else 0
+        return False
+
     def parameters(self, key: int) -> set[str]:
         """Parameter names of the function defined on line ``key`` (none at module level)."""
         entry = self._functions.get(key)

@@ -128,6 +128,12 @@ METRIC_WORDS = frozenset(
      "metrics", "score", "scores", "acc", "accuracy", "auc", "plot", "hist", "history",
      "display"}
 )
+# Words that mark a function as evaluation, metrics, plotting or reporting: what it does
+# with a non-finite value does not touch training.
+REPORTING_FUNCTION_WORDS = frozenset(
+    {"plot", "eval", "evaluate", "evaluation", "metric", "metrics", "score", "scores",
+     "display", "visualize", "visualise", "report", "summarize", "summarise", "describe"}
+)
 # Calls that produce gradients: the callee returns a gradient function (``jax.grad(f)``) ...
 GRAD_TRANSFORMS = frozenset(
     {"grad", "value_and_grad", "filter_grad", "filter_value_and_grad"}

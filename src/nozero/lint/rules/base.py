@@ -123,6 +123,8 @@ class Context:
 
     # ---- reporting ------------------------------------------------------------------
     def report(self, node: cst.CSTNode, rule: Rule, detail: str = "") -> None:
+        if self.facts.in_reporting_function(self.scope_key):
+            return  # evaluation, metrics and plots may clean values as they like
         start = self.positions[node].start
         statement = next(
             (a for a in reversed([*self.ancestors, node]) if isinstance(a, cst.BaseStatement)),
