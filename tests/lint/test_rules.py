@@ -81,3 +81,25 @@ def test_informational_rule_is_off_by_default():
     assert {f.code for f in lint_source(source, select={"NZ501"})} == {"NZ501"}
     off = [rule.code for rule in ALL_RULES if not rule.default_enabled]
     assert off == ["NZ501"]
+
+
+def test_rule_pages_are_current():
+    """``docs/rules/`` is what the registry renders (regenerate with
+    ``python -m nozero.lint.rules.pages docs/rules``)."""
+    from pathlib import Path
+
+    from nozero.lint.rules.pages import pages
+
+    directory = Path(__file__).resolve().parents[2] / "docs" / "rules"
+    expected = pages()
+    assert sorted(p.name for p in directory.glob("*.md")) == sorted(expected)
+    for name, text in expected.items():
+        assert (directory / name).read_text(encoding="utf-8") == text, name
+
+
+@pytest.mark.parametrize("rule", ALL_RULES, ids=lambda rule: rule.code)
+def test_the_documented_example_is_flagged(rule):
+    example = re.search(r"## Example\n```python\n(.*?)```", rule.doc, re.S)
+    assert example is not None
+    findings = lint_source(example.group(1), select={rule.code}, require_reason=True)
+    assert rule.code in {f.code for f in findings}

@@ -57,6 +57,19 @@ def _is_sanitizer_value(node: cst.BaseExpression, ctx: Context) -> bool:
     return False
 
 
+def _in_mapped_lambda(ctx: Context) -> bool:
+    """Is the current node inside a lambda passed to a tree map or a gradient hook?"""
+    for index in range(len(ctx.ancestors) - 1, 1, -1):
+        if isinstance(ctx.ancestors[index], cst.Lambda):
+            arg, call = ctx.ancestors[index - 1], ctx.ancestors[index - 2]
+            return (
+                isinstance(arg, cst.Arg)
+                and isinstance(call, cst.Call)
+                and ctx.called(call) in _MAPPERS | _HOOKS
+            )
+    return False
+
+
 class NanToNumOnSignal(Rule):
     code = "NZ101"
     name = "nan-to-num-on-signal"
@@ -75,7 +88,7 @@ on with corrupted statistics and hides the step where it happened.
 ## Example
 ```python
 grads = jax.grad(loss_fn)(params, batch)
-grads = jax.tree.map(lambda g: jnp.nan_to_num(g), grads)
+grads = jnp.nan_to_num(grads, nan=0.0, posinf=0.0, neginf=0.0)
 ```
 
 ## Use instead
@@ -103,6 +116,8 @@ step=step)` raises the documented error. Clean *input data* where it is loaded i
 
     def check(self, node: cst.CSTNode, ctx: Context) -> None:
         assert isinstance(node, cst.Call)
+        if _in_mapped_lambda(ctx):
+            return  # ``tree.map(lambda g: nan_to_num(g), grads)`` is NZ102's finding
         helper = ctx.helper_called(node)
         if helper is not None and ctx.facts.is_sanitizer_helper(helper):
             if any(ctx.is_signal(arg.value) for arg in node.args):

@@ -134,9 +134,9 @@ class ContinuesPastNonFinite(Rule):
     message = "a non-finite loss/gradient check does not stop training"
     doc = """\
 ## What it flags
-An `if` that tests loss or gradients for NaN/Inf but neither raises nor stops: it only
-logs or counts, or it guards the update (`if isfinite(loss): optimizer.step()`), so the
-loop goes on with the next batch.
+An `if` in a training loop (or guarding an optimizer step) that tests loss or gradients
+for NaN/Inf but neither raises nor stops: it only logs or counts, or it guards the update
+(`if isfinite(loss): optimizer.step()`), so the loop goes on with the next batch.
 
 ## Why it is harmful
 A warning in a log is not investigation: the run continues past the bad step, and the
@@ -144,8 +144,10 @@ first non-finite step, the one that matters, scrolls away.
 
 ## Example
 ```python
-if not math.isfinite(loss):
-    logger.warning("non-finite loss at %d", step)
+for step, batch in enumerate(loader):
+    loss = train_step(batch)
+    if not math.isfinite(loss):
+        logger.warning("non-finite loss at %d", step)
 ```
 
 ## Use instead

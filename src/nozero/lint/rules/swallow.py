@@ -120,7 +120,8 @@ class InspectedRuntimeError(Rule):
     doc = """\
 ## What it flags
 `except RuntimeError` (or `Exception`, `BaseException`) whose handler looks for "nan",
-"inf" or "non-finite" in the message and, in that branch, does not raise.
+"inf" or "non-finite" in the message (a string literal that starts with the word, as in
+`"nan" in str(err)`) and, in that branch, does not raise.
 
 ## Why it is harmful
 Frameworks report non-finite values as `RuntimeError` (`detect_anomaly`,
@@ -129,10 +130,13 @@ message to carry on is a hand-written "skip the NaN step".
 
 ## Example
 ```python
-except RuntimeError as err:
-    if "nan" in str(err).lower():
-        continue
-    raise
+for batch in loader:
+    try:
+        train_step(batch)
+    except RuntimeError as err:
+        if "nan" in str(err).lower():
+            continue
+        raise
 ```
 
 ## Use instead
