@@ -443,7 +443,7 @@ class FileFacts:
         return not vocab.is_metric_name(name) and self._helper("sanitizes_parameter", name)
 
     def is_raising_helper(self, name: str) -> bool:
-        return self._helper("always_raises", name)
+        return self._helper("raises_somewhere", name)
 
     def _returns_signal(self, fn: FunctionNode) -> bool:
         scope = self.scope(fn.lineno)
@@ -525,7 +525,8 @@ class FileFacts:
             in vocab.CONSTANT_FILLS
         )
 
-    def _always_raises(self, fn: FunctionNode) -> bool:
+    def _raises_somewhere(self, fn: FunctionNode) -> bool:
+        """A raise on some path counts (a helper that re-raises when out of retries)."""
         return any(isinstance(node, ast.Raise) for node in scope_nodes(fn))
 
     # ---- queries from rules, on the code of a libcst node ----------------------------
