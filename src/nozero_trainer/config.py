@@ -90,7 +90,7 @@ def validate(
     _positive_int("chunk_steps", config.chunk_steps)
     if config.eval_every < 0:
         raise ValueError(f"eval_every must be >= 0 (0 = only at the end), got {config.eval_every}")
-    if not (0 < config.peak_lr <= np.finfo(np.float32).max):  # training runs in float32
+    if not (0 < config.peak_lr <= float(np.finfo(np.float32).max)):  # training is float32
         raise ValueError(
             f"peak_lr must be positive and finite in float32, got {config.peak_lr!r}"
         )
