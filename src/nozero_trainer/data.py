@@ -169,21 +169,25 @@ def _read_ahead(paths: list[Path]) -> Iterator[tuple[Path, pa.RecordBatch]]:
     queue: Queue = Queue(maxsize=READ_AHEAD)
     stop = threading.Event()
 
+    def offer(item: object) -> bool:
+        """Put ``item`` unless the consumer has gone away (then never block on a full queue)."""
+        while not stop.is_set():
+            try:
+                queue.put(item, timeout=0.05)
+                return True
+            except Full:
+                continue
+        return False
+
     def produce() -> None:
         try:
             for path in paths:
                 for batch in _batches(path):
-                    while not stop.is_set():
-                        try:
-                            queue.put((path, batch), timeout=0.1)
-                            break
-                        except Full:
-                            continue
-                    if stop.is_set():
+                    if not offer((path, batch)):
                         return
-            queue.put(None)
+            offer(None)
         except BaseException as err:  # handed to the consumer, raised there
-            queue.put(err)
+            offer(err)
 
     reader = threading.Thread(target=produce, name="nozero-shard-reader", daemon=True)
     reader.start()

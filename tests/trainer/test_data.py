@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import threading
 
 import numpy as np
 import pyarrow as pa
@@ -132,6 +133,24 @@ def test_ragged_cls_names_file_column_and_row(tmp_path, batch_rows):
     write_shard(tmp_path / "ragged.parquet", rows)
     with pytest.raises(ValueError, match=r"ragged\.parquet: column 'cls' is ragged: row 9 "):
         load_split(tmp_path)
+
+
+@pytest.mark.parametrize("bad_file, bad_row", [("a", 1), ("b", 48)])
+def test_an_error_while_reading_ahead_stops_the_reader(tmp_path, monkeypatch, bad_file, bad_row):
+    # One row per batch and one batch read ahead: when the error is raised the reader is
+    # blocked on a full queue (mid-file, or offering its end marker after the last
+    # batch) and must still stop instead of hanging the loader.
+    monkeypatch.setattr(data, "BATCH_ROWS", 1)
+    monkeypatch.setattr(data, "READ_AHEAD", 1)
+    shards = {"a": [_one_row(user_id=i) for i in range(200)],
+              "b": [_one_row(user_id=1000 + i) for i in range(50)]}
+    shards[bad_file][bad_row]["cls"] = [0.0] * 2
+    for name, rows in shards.items():
+        write_shard(tmp_path / f"{name}.parquet", rows)
+    message = rf"{bad_file}\.parquet: column 'cls' is ragged: row {bad_row} "
+    with pytest.raises(ValueError, match=message):
+        load_split(tmp_path)
+    assert not [t for t in threading.enumerate() if t.name == "nozero-shard-reader"]
 
 
 def test_width_differs_between_shards(tmp_path):
