@@ -1,8 +1,9 @@
 """Load parquet shards of cached embeddings into dense, training-ready numpy arrays.
 
-Everything is vectorised with pyarrow compute and numpy: no Python work per row. The
-embeddings of all shards are copied once, straight into one preallocated float32
-array, so peak memory stays near the size of what is returned.
+Everything is vectorised with pyarrow compute and numpy: no Python work per row.
+Shards are decoded a few thousand rows at a time by a reader thread, and their
+embeddings copied once, straight into one preallocated float32 array, so peak memory
+stays near the size of what is returned.
 """
 
 from __future__ import annotations
@@ -205,13 +206,12 @@ def load_split(split_dir: str | Path, heads: tuple[str, ...] = DEFAULT_HEADS) ->
     """Read every shard of one split; keep strong-label rows with finite embeddings."""
     split_dir = Path(split_dir)
     paths = _shard_paths(split_dir)
-    schemas = []
-    for path in paths:
+    for path in paths:  # every shard's schema is checked before any data is read
         try:
-            schemas.append(pq.read_schema(path))
+            schema = pq.read_schema(path)
         except (pa.ArrowInvalid, OSError) as err:
             raise ValueError(f"{path}: not a readable parquet file ({err})") from err
-        _check_schema(path, schemas[-1])
+        _check_schema(path, schema)
     capacity = sum(pq.ParquetFile(p).metadata.num_rows for p in paths)
     stats = LoadStats(shards=[(p.name, p.stat().st_size) for p in paths])
 
