@@ -51,6 +51,17 @@ def test_resume_matches_an_uninterrupted_run(toy_arrays):
     np.testing.assert_allclose(resumed.steps["loss"], full.steps["loss"][8:], rtol=1e-6)
 
 
+def test_resume_from_a_step_between_chunk_boundaries(toy_arrays):
+    x, y = toy_arrays
+    config = small_config(steps=12, sync_every=3, chunk_steps=4)  # syncs at 3, 6, 9, 12
+    states = {}
+    full = loop.train_arrays(config, x, y, on_sync=lambda s: states.setdefault(s.step, s))
+    assert sorted(states) == [3, 6, 9, 12]
+    resumed = loop.train_arrays(config, x, y, state=states[3])
+    for got, want in zip(_leaves(resumed.state.params), _leaves(full.state.params), strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-7)
+
+
 def test_resume_on_batches_matches(toy_arrays):
     x, y = toy_arrays
     config = small_config()
