@@ -111,7 +111,8 @@ def _variant_of(draw: st.DrawFn, array: np.ndarray) -> np.ndarray:
         if peak == 0.0:
             return array
         # Rescale so the largest magnitude is exactly ``target``: never beyond the cap.
-        return (array.astype(np.float64) * (target / peak)).astype(array.dtype)
+        # Divide first: ``target / peak`` overflows when the peak is subnormal.
+        return (array.astype(np.float64) / peak * target).astype(array.dtype)
     if variant == "constant columns":
         out = array.copy()
         if out.ndim == 1:

@@ -79,8 +79,10 @@ def test_poisons_land_inside_float_fields_with_the_value_of_their_kind(poison):
 
 
 def test_poisons_shrink_to_the_simplest_case():
-    simplest = find(poisons(SPEC, steps=4), lambda p: True, settings=SEARCH)
-    assert (simplest.kind, simplest.step) == ("nan", 0)
+    # A predicate every example satisfies is not shrunk to the end by ``find``; one that
+    # rules out the first kind makes the shrinker work on every coordinate.
+    simplest = find(poisons(SPEC, steps=4), lambda p: p.kind != "nan", settings=SEARCH)
+    assert (simplest.kind, simplest.field, simplest.step) == ("+inf", "x", 0)
     assert set(simplest.index) == {0}
     late = find(poisons(SPEC, steps=4), lambda p: p.step >= 2 and p.kind == "-inf", settings=SEARCH)
     assert (late.step, late.value) == (2, -np.inf)
@@ -147,3 +149,11 @@ def test_trainer_under_test_validates_its_description():
     trainer = TrainerUnderTest(SPEC, lambda batches: None, make_clean_batch=wrong_shape)
     with pytest.raises(ValueError, match=r"field 'x' as float32\[5, 5\]; batch_spec declares"):
         trainer.clean_batches(0, 2)
+
+
+def test_rescaling_a_subnormal_array_stays_finite():
+    from nozero.strategies import _variant_of
+
+    subnormal = np.array([5e-324, -5e-324, 0.0])
+    with pytest.raises(NoSuchExample):
+        find(_variant_of(subnormal), lambda a: not np.isfinite(a).all(), settings=SEARCH)
