@@ -3,7 +3,6 @@ configuration is ever answered with stale findings."""
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import subprocess
 import sys
@@ -43,15 +42,6 @@ def files(tmp_path: Path) -> list[Path]:
     for path in paths:
         age(path)
     return paths
-
-
-def test_the_runner_finding_mirrors_the_engine_finding():
-    from nozero.lint import engine, runner
-
-    def shape(cls):
-        return [(f.name, f.type, f.default) for f in dataclasses.fields(cls)]
-
-    assert shape(runner.Finding) == shape(engine.Finding)
 
 
 def test_a_warm_run_serves_every_file_from_the_cache(tmp_path, files, nan_code):

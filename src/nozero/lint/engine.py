@@ -22,11 +22,11 @@ import gc
 import symtable
 import warnings
 from collections.abc import Collection
-from dataclasses import dataclass
 
 import libcst as cst
 
 from nozero.lint import prefilter
+from nozero.lint.finding import Finding
 from nozero.lint.imports import collect_aliases, last_part
 from nozero.lint.noqa import has_nozero_noqa, noqa_comments
 from nozero.lint.rules import ALL_RULES, Rule, get_rule
@@ -39,14 +39,6 @@ SYNTAX_ERROR = "NZ001"
 NOQA_WITHOUT_REASON = "NZ002"
 
 
-@dataclass(frozen=True, order=True)
-class Finding:
-    path: str
-    line: int
-    col: int  # 1-based, like ruff's output
-    code: str
-    message: str
-    end_line: int = 0
 
 
 def lint_source(

@@ -13,7 +13,7 @@ from urllib.parse import quote
 from nozero import __version__
 
 if TYPE_CHECKING:
-    from nozero.lint.runner import Finding
+    from nozero.lint.finding import Finding
 
 FORMATS = ("text", "json", "sarif", "github")
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"

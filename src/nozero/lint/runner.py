@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import io
+import multiprocessing
+import multiprocessing.context
 import os
 import tokenize
 import traceback
@@ -13,25 +15,24 @@ from pathlib import Path
 
 from nozero.lint.cache import Cache, Row, content_hash
 from nozero.lint.config import Selection
+from nozero.lint.finding import Finding
+
+
+def _pool_context() -> multiprocessing.context.BaseContext:
+    """Fork (fast) in a single-threaded process; forkserver once native threads exist.
+
+    Forking a process that runs other threads (JAX's thread pools, when nozero is called
+    from a program or test session that imported JAX) can deadlock the child.
+    """
+    try:
+        threads = len(os.listdir("/proc/self/task"))
+    except OSError:  # not Linux: let the platform's default decide
+        return multiprocessing.get_context()
+    return multiprocessing.get_context("fork" if threads == 1 else "forkserver")
+
 
 # Below this many files to lint, starting worker processes costs more than it saves.
 MIN_FILES_FOR_POOL = 8
-
-
-@dataclass(frozen=True, order=True)
-class Finding:
-    """``nozero.lint.engine.Finding``, field for field (a test keeps the two equal).
-
-    Defined again because importing the engine imports libcst and the rules (half a
-    second), which a warm run answered entirely from the cache must not pay.
-    """
-
-    path: str
-    line: int
-    col: int  # 1-based, like ruff's output
-    code: str
-    message: str
-    end_line: int = 0
 
 
 @dataclass(frozen=True)
@@ -188,7 +189,7 @@ class Runner:
         if work:
             import nozero.lint.engine  # noqa: F401 - imported once here, inherited by workers
         if len(work) >= MIN_FILES_FOR_POOL and self.jobs > 1:
-            with ProcessPoolExecutor(max_workers=self.jobs) as pool:
+            with ProcessPoolExecutor(self.jobs, mp_context=_pool_context()) as pool:
                 chunks = pool.map(_lint_chunk, _chunks(work, self.jobs * 16))
                 self._collect(groups, (o for chunk in chunks for o in chunk), report)
         else:
