@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import math
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, NamedTuple
 
@@ -26,7 +25,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
-from jax.flatten_util import ravel_pytree
 
 from nozero import NonFiniteError
 from nozero_trainer.config import TrainConfig
@@ -113,63 +111,6 @@ def init_state(config: TrainConfig, in_dim: int, n_heads: int) -> TrainState:
     return TrainState(0, params, make_optimizer(config).init(params))
 
 
-class _Layout(NamedTuple):
-    """Where each parameter sits in the one flat vector that training carries.
-
-    Training keeps the parameters, and each parameter-shaped part of the optimizer state
-    (AdamW's moments), as one float32 vector: clipping, AdamW and the guard's
-    keep-or-update are then a few fused kernels over one vector instead of a few per
-    layer, and XLA's CPU runtime pays its dispatch cost per kernel. ``TrainState`` keeps
-    the usual trees; the flat form lives only between syncs.
-    """
-
-    params_def: Any  # tree structure of the parameters
-    shapes: tuple[tuple[int, ...], ...]  # shape of each parameter, in leaf order
-    opt_def: Any  # optimizer state's structure, each parameter-shaped subtree one leaf
-    opt_flat: tuple[bool, ...]  # per leaf of ``opt_def``: is it a flattened subtree?
-
-    @staticmethod
-    def of(params: Params, opt_state: Any) -> _Layout:
-        params_def = jax.tree.structure(params)
-        is_params = _same_structure(params_def)
-        opt_leaves, opt_def = jax.tree.flatten(opt_state, is_leaf=is_params)
-        return _Layout(params_def, tuple(tuple(np.shape(p)) for p in jax.tree.leaves(params)),
-                       opt_def, tuple(is_params(leaf) for leaf in opt_leaves))
-
-    def unravel(self, flat: jax.Array) -> Params:
-        """The parameter tree of a flat vector (slices and reshapes, which fuse)."""
-        sizes = [math.prod(shape) for shape in self.shapes]
-        pieces = jnp.split(flat, np.cumsum(sizes)[:-1].tolist())
-        return jax.tree.unflatten(
-            self.params_def, [p.reshape(shape) for p, shape in zip(pieces, self.shapes,
-                                                                    strict=True)])
-
-
-def _same_structure(params_def: Any) -> Callable[[Any], bool]:
-    return lambda tree: jax.tree.structure(tree) == params_def
-
-
-@jax.jit
-def _to_flat(params: Params, opt_state: Any) -> tuple[jax.Array, Any]:
-    """``(params, opt_state)`` with the parameters and each parameter-shaped subtree raveled."""
-    is_params = _same_structure(jax.tree.structure(params))
-    flatten = lambda tree: ravel_pytree(tree)[0] if is_params(tree) else tree  # noqa: E731
-    return flatten(params), jax.tree.map(flatten, opt_state, is_leaf=is_params)
-
-
-@functools.partial(jax.jit, static_argnums=0)
-def _to_trees(layout: _Layout, flat_params: jax.Array, flat_opt: Any) -> tuple[Params, Any]:
-    """Inverse of :func:`_to_flat`."""
-    leaves = [layout.unravel(leaf) if is_flat else leaf
-              for leaf, is_flat in zip(jax.tree.leaves(flat_opt), layout.opt_flat, strict=True)]
-    return layout.unravel(flat_params), jax.tree.unflatten(layout.opt_def, leaves)
-
-
-@jax.jit
-def _all_finite(flat_params: jax.Array) -> jax.Array:
-    return jnp.all(jnp.isfinite(flat_params))
-
-
 class _Compiled(NamedTuple):
     single: Callable[..., Any]  # one step per call
     chunk: Callable[..., Any]  # a scan of steps over rows gathered from on-device data
@@ -177,68 +118,66 @@ class _Compiled(NamedTuple):
 
 @functools.lru_cache(maxsize=16)
 def _compiled(key: TrainConfig, guard: bool) -> _Compiled:
-    """Jitted step functions for one compile key; cached so every run reuses them.
-
-    Both take the parameter layout first (static) and a flat carry
-    ``(params, opt_state, GuardRecord)`` as made by :func:`_to_flat`.
-    """
+    """Jitted step functions for one compile key; cached so every run reuses them."""
     optimizer = make_optimizer(key)
 
-    def loss_fn(flat_params, layout, x, y, weights, mask):
-        params = layout.unravel(flat_params)
+    def loss_fn(params, x, y, weights, mask):
         return multilabel_focal_loss(
             apply_model(params, x, matmul_transposed_grad), y, head_weights=weights,
             head_mask=mask, focal_gamma=key.focal_gamma, focal_alpha=key.focal_alpha,
             label_smoothing=key.label_smoothing, reverse_ce_weight=key.reverse_ce_weight,
         )
 
-    def step(layout, carry, x, y, step_index, weights, mask):
+    def update(grads, params, opt_state):
+        updates, new_opt_state = optimizer.update(grads, opt_state, params)
+        return optax.apply_updates(params, updates), new_opt_state
+
+    def step(carry, x, y, step_index, weights, mask):
         params, opt_state, record = carry
         (loss, stats), grads = jax.value_and_grad(loss_fn, has_aux=True)(
-            params, layout, x, y, weights, mask
+            params, x, y, weights, mask
         )
         grad_norm = optax.tree.norm(grads)
-        updates, new_opt_state = optimizer.update(grads, opt_state, params)
-        new_params = optax.apply_updates(params, updates)
         if guard:
             finite = jnp.isfinite(loss) & jnp.isfinite(grad_norm)
             first_bad = ~record.bad & ~finite
             # Record the first failure for the host to raise. From then on no update is
-            # kept, so a checkpoint or post-mortem sees the parameters from before it.
+            # applied, so a checkpoint or post-mortem sees the parameters from before it.
             record = GuardRecord(
                 bad=record.bad | first_bad,
                 step=jnp.where(first_bad, step_index, record.step),
                 loss=jnp.where(first_bad, loss, record.loss),
                 grad_norm=jnp.where(first_bad, grad_norm, record.grad_norm),
             )
-            # Over one flat vector the select fuses into AdamW's own elementwise kernel.
-            params, opt_state = jax.tree.map(
-                lambda old, new: jnp.where(record.bad, old, new),
-                (params, opt_state), (new_params, new_opt_state),
+            # lax.cond with the whole update inside its branch, not a where over the
+            # parameters: the buffers are updated in place and the guard costs ~nothing.
+            params, opt_state = jax.lax.cond(
+                record.bad,
+                lambda: (params, opt_state),
+                lambda: update(grads, params, opt_state),
             )
         else:
-            params, opt_state = new_params, new_opt_state
+            params, opt_state = update(grads, params, opt_state)
         # One small vector per step (not one output per field): fewer kernels per step.
         out = jnp.stack([loss, grad_norm, *(stats[k] for k in STEP_FIELDS[2:])])
         return (params, opt_state, record), out
 
-    def single(layout, carry, x, y, step_index, weights, mask):
+    def single(carry, x, y, step_index, weights, mask):
         _count_trace()
-        return step(layout, carry, x, y, step_index, weights, mask)
+        return step(carry, x, y, step_index, weights, mask)
 
-    def chunk(layout, carry, data_x, data_y, indices, step_indices, weights, mask):
+    def chunk(carry, data_x, data_y, indices, step_indices, weights, mask):
         _count_trace()
-        # The chunk's batches in one gather each, before the steps: [steps, batch, ...].
-        xs = jnp.take(data_x, indices, axis=0)
-        ys = jnp.take(data_y, indices, axis=0)
 
         def body(inner, inputs):
-            x, y, step_index = inputs
-            return step(layout, inner, x, y, step_index, weights, mask)
+            rows, step_index = inputs
+            x = jnp.take(data_x, rows, axis=0)
+            y = jnp.take(data_y, rows, axis=0)
+            return step(inner, x, y, step_index, weights, mask)
 
-        return jax.lax.scan(body, carry, (xs, ys, step_indices))
+        return jax.lax.scan(body, carry, (indices, step_indices))
 
-    return _Compiled(jax.jit(single, static_argnums=0), jax.jit(chunk, static_argnums=0))
+    return _Compiled(jax.jit(single), jax.jit(chunk))
 
 
 @functools.lru_cache(maxsize=4)
@@ -281,8 +220,18 @@ def _fetch(outputs: list[jax.Array]) -> dict[str, np.ndarray]:
     return {k: host[:, i] for i, k in enumerate(STEP_FIELDS)}
 
 
-# (step, loss, grad_norm, params, opt_state) -> the context of a halt at that step
-Context = Callable[[int, float, float, Params, Any], HaltContext]
+Context = Callable[[int, float, float], HaltContext]
+
+
+def _halt(step: int, loss: float, grad_norm: float, context: Context) -> None:
+    err = NonFiniteError(step, loss, grad_norm)
+    err.context = context(step, loss, grad_norm)
+    raise err
+
+
+@jax.jit
+def _all_finite(tree: Any) -> jax.Array:
+    return jnp.all(jnp.stack([jnp.all(jnp.isfinite(leaf)) for leaf in jax.tree.leaves(tree)]))
 
 
 def _head_setup(n_heads: int, weights: Any, mask: Any) -> tuple[jax.Array, jax.Array]:
@@ -294,42 +243,33 @@ def _head_setup(n_heads: int, weights: Any, mask: Any) -> tuple[jax.Array, jax.A
 class _Sync:
     """Host-side bookkeeping shared by both entry points: outputs, hooks, halts."""
 
-    def __init__(self, state: TrainState, on_sync, on_history, guard: bool) -> None:
-        self.start = state.step
-        self.layout = _Layout.of(state.params, state.opt_state)
-        # The training carry: flat parameters and optimizer state, and a clean record.
-        self.carry = (*_to_flat(state.params, state.opt_state), GuardRecord.clean())
+    def __init__(self, start: int, on_sync, on_history, guard: bool) -> None:
+        self.start = start
         self.guard = guard
         self.pending: list[jax.Array] = []
         self.done: list[dict[str, np.ndarray]] = []
         self.on_sync = on_sync
         self.on_history = on_history
-        self.synced = state.step
+        self.synced = start
 
-    def sync(self, step: int, context: Context) -> TrainState:
+    def sync(self, carry, step: int, context: Context) -> TrainState:
         """Read the guard; raise on a bad step, else report the steps and call the hooks."""
-        flat_params, flat_opt_state, record = self.carry
-        params, opt_state = _to_trees(self.layout, flat_params, flat_opt_state)
-
-        def halt(step: int, loss: float, grad_norm: float) -> None:
-            err = NonFiniteError(step, loss, grad_norm)
-            err.context = context(step, loss, grad_norm, params, opt_state)
-            raise err
-
+        params, opt_state, record = carry
         fetched = _fetch(self.pending) if self.pending else None
         self.pending = []
         bad, bad_step, loss, grad_norm = jax.device_get(record)
         if bad:
             if fetched is not None:  # report the steps up to and including the bad one
                 self._record({k: v[: int(bad_step) - self.synced + 1] for k, v in fetched.items()})
-            halt(int(bad_step), float(loss), float(grad_norm))
+            _halt(int(bad_step), float(loss), float(grad_norm), context)
         if fetched is not None:
             self._record(fetched)
-        if self.guard and not _all_finite(flat_params):
+        if self.guard and not _all_finite(params):
             # Every loss and gradient was finite, yet the parameters are not: the last
             # step's update overflowed (an earlier one would have made a later loss
             # non-finite). Halt there rather than hand the parameters to a hook.
-            halt(step - 1, float(fetched["loss"][-1]), float(fetched["grad_norm"][-1]))
+            _halt(step - 1, float(fetched["loss"][-1]), float(fetched["grad_norm"][-1]),
+                  context)
         self.synced = step
         state = TrainState(step, params, opt_state)
         if self.on_sync is not None:
@@ -373,13 +313,15 @@ def train_arrays(
     compiled = _compiled(config.compile_key(), guard)
     weights, mask = _head_setup(n_heads, head_weights, head_mask)
     data_x, data_y = jax.device_put(cls), jax.device_put(labels)
-    tracker = _Sync(state, on_sync, on_history, guard)
+    carry = (state.params, state.opt_state, GuardRecord.clean())
+    tracker = _Sync(state.step, on_sync, on_history, guard)
     schedule = make_schedule(config)
 
-    def context(step: int, loss: float, grad_norm: float, params, opt_state) -> HaltContext:
+    def context(step: int, loss: float, grad_norm: float) -> HaltContext:
         rows = batch_rows(config, step, n_rows)
         return HaltContext(
-            step=step, loss=loss, grad_norm=grad_norm, params=params, opt_state=opt_state,
+            step=step, loss=loss, grad_norm=grad_norm,
+            params=carry[0], opt_state=carry[1],
             batch={"cls": np.asarray(cls[rows]), "labels": np.asarray(labels[rows])},
             row_indices=rows, learning_rate=float(schedule(step)), config=config,
         )
@@ -388,14 +330,13 @@ def train_arrays(
                                    config.sync_every):
         steps = np.arange(first, first + length)
         indices = np.stack([batch_rows(config, int(s), n_rows) for s in steps])
-        tracker.carry, outputs = compiled.chunk(
-            tracker.layout, tracker.carry, data_x, data_y, indices, steps.astype(np.int32),
-            weights, mask,
+        carry, outputs = compiled.chunk(
+            carry, data_x, data_y, indices, steps.astype(np.int32), weights, mask
         )
         tracker.pending.append(outputs)
         end = first + length
         if _is_sync(end, config.steps, config.sync_every):
-            state = tracker.sync(end, context)
+            state = tracker.sync(carry, end, context)
     return TrainResult(state, tracker.start, tracker.steps())
 
 
@@ -440,15 +381,16 @@ def train_on_batches(
     weights, mask = head_weighting(config.class_weighting, class_counts, n_rows, n_heads,
                                    config.mask_zero_positive_heads)
     weights, mask = _head_setup(n_heads, weights, mask)
-    tracker = _Sync(state, on_sync, on_history, guard)
+    carry = (state.params, state.opt_state, GuardRecord.clean())
+    tracker = _Sync(state.step, on_sync, on_history, guard)
     schedule = make_schedule(config)
     window: dict[int, tuple[np.ndarray, np.ndarray]] = {}
 
-    def context(step: int, loss: float, grad_norm: float, params, opt_state) -> HaltContext:
+    def context(step: int, loss: float, grad_norm: float) -> HaltContext:
         x, y = window[step]
         return HaltContext(
-            step=step, loss=loss, grad_norm=grad_norm, params=params, opt_state=opt_state,
-            batch={"cls": x, "labels": y},
+            step=step, loss=loss, grad_norm=grad_norm,
+            params=carry[0], opt_state=carry[1], batch={"cls": x, "labels": y},
             row_indices=None, learning_rate=float(schedule(step)), config=config,
         )
 
@@ -456,13 +398,12 @@ def train_on_batches(
     for batch in batches:
         x, y = _check_batch(step, batch, in_dim, n_heads)
         window[step] = (x, y)
-        tracker.carry, out = compiled.single(tracker.layout, tracker.carry, x, y,
-                                             np.int32(step), weights, mask)
+        carry, out = compiled.single(carry, x, y, np.int32(step), weights, mask)
         tracker.pending.append(out)
         step += 1
         if step % config.sync_every == 0:
-            state = tracker.sync(step, context)
+            state = tracker.sync(carry, step, context)
             window.clear()
     if step != tracker.synced:
-        state = tracker.sync(step, context)
+        state = tracker.sync(carry, step, context)
     return TrainResult(state, tracker.start, tracker.steps())

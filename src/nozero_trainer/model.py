@@ -33,15 +33,20 @@ Matmul = Callable[[jax.Array, jax.Array], jax.Array]
 
 @jax.custom_vjp
 def matmul_transposed_grad(x: jax.Array, w: jax.Array) -> jax.Array:
-    """``x @ w`` whose weight gradient multiplies an explicitly transposed ``x``.
+    """``x @ w`` whose weight gradient, for a narrow layer, is a plain matmul.
 
-    Same values as ``x @ w``. XLA's CPU backend runs the usual weight gradient
-    (a dot contracting both operands' first axis) through a generic contraction that
-    took 1.3-3.7x as long as a plain matmul of the same size on this project's
-    benchmark machine; transposing ``x`` first (kept apart by an optimization barrier,
-    else XLA folds it back into the dot) turns it into a plain matmul.
+    Same values as ``x @ w``. XLA's CPU backend runs the usual weight gradient (a dot
+    contracting both operands' batch axis) through a generic contraction that took
+    3-4x as long as a plain matmul for a layer with 8 outputs on this project's
+    benchmark machine. For such a layer, transposing the small output gradient first
+    (and the small result back) makes it a plain matmul; optimization barriers keep
+    XLA from folding the transposes back into the dot. For a wide layer XLA's transposes
+    cost as much as they save, so it keeps the usual form.
     """
     return x @ w
+
+
+NARROW_LAYER = 16  # outputs up to which the transposed weight gradient pays off
 
 
 def _matmul_fwd(x, w):
@@ -50,14 +55,11 @@ def _matmul_fwd(x, w):
 
 def _matmul_bwd(residuals, grad):
     x, w = residuals
-    rows, fan_in = x.shape
-    fan_out = grad.shape[1]
-    barrier = jax.lax.optimization_barrier
-    # Transpose whichever side moves fewer elements (XLA's CPU transposes are slow too).
-    if rows * fan_in <= rows * fan_out + fan_in * fan_out:
-        weight_grad = barrier(x.T) @ grad
-    else:
+    if grad.shape[1] <= NARROW_LAYER:
+        barrier = jax.lax.optimization_barrier
         weight_grad = barrier(barrier(grad.T) @ x).T
+    else:
+        weight_grad = x.T @ grad
     return grad @ w.T, weight_grad
 
 
