@@ -1,11 +1,16 @@
 """The guarded training engine: many steps per dispatch, one host check per sync.
 
-Every step's loss and global gradient norm are checked on the device. The first
-non-finite step is written into a small device-side record carried through the steps;
-from then on no update reaches the parameters. The host reads the record only at sync
-points (every ``sync_every`` steps and at the end) and raises the documented
-``NonFiniteError`` with the exact step. ``on_sync`` therefore only ever sees states
-whose every step was confirmed finite.
+Every step's loss and global gradient norm are checked on the device, and the first
+non-finite step is written into a small device-side record carried through the steps.
+Nothing else guards the steps: no conditional around the update, so the guard costs
+almost nothing per step. The host reads the record only at sync points (every
+``sync_every`` steps and at the end). A clean sync confirms its state, which becomes
+the run's last confirmed state (a reference: JAX arrays are immutable). A bad step k
+discards everything computed since, rebuilds the exact state from before step k by
+replaying the steps from the last confirmed state (batches are a pure function of
+(seed, step) on the array path, and kept since the last sync for ``train_on_batches``),
+and raises the documented ``NonFiniteError`` with that state in its context.
+``on_sync``, a returned result and so a checkpoint only ever see confirmed states.
 
 An update can overflow although its step's loss and gradient were finite (an absurd
 learning rate). The next step's loss is then non-finite and halts the run there; if
@@ -81,8 +86,7 @@ class HaltContext:
     step: int
     loss: float
     grad_norm: float
-    params: Params  # the parameters the bad step started from (after it, for an overflow
-    # caught at a sync: see the module docstring)
+    params: Params  # the parameters the bad step started from
     opt_state: Any
     batch: dict[str, np.ndarray]  # the offending batch
     row_indices: np.ndarray | None  # its rows in the training arrays, when known
@@ -141,23 +145,16 @@ def _compiled(key: TrainConfig, guard: bool) -> _Compiled:
         if guard:
             finite = jnp.isfinite(loss) & jnp.isfinite(grad_norm)
             first_bad = ~record.bad & ~finite
-            # Record the first failure for the host to raise. From then on no update is
-            # applied, so a checkpoint or post-mortem sees the parameters from before it.
+            # Record only the first failure. The update is applied regardless (a
+            # conditional around it made XLA copy every buffer on every step): the host
+            # discards the steps after a failure and replays up to it instead.
             record = GuardRecord(
                 bad=record.bad | first_bad,
                 step=jnp.where(first_bad, step_index, record.step),
                 loss=jnp.where(first_bad, loss, record.loss),
                 grad_norm=jnp.where(first_bad, grad_norm, record.grad_norm),
             )
-            # lax.cond with the whole update inside its branch, not a where over the
-            # parameters: the buffers are updated in place and the guard costs ~nothing.
-            params, opt_state = jax.lax.cond(
-                record.bad,
-                lambda: (params, opt_state),
-                lambda: update(grads, params, opt_state),
-            )
-        else:
-            params, opt_state = update(grads, params, opt_state)
+        params, opt_state = update(grads, params, opt_state)
         # One small vector per step (not one output per field): fewer kernels per step.
         out = jnp.stack([loss, grad_norm, *(stats[k] for k in STEP_FIELDS[2:])])
         return (params, opt_state, record), out
@@ -220,13 +217,11 @@ def _fetch(outputs: list[jax.Array]) -> dict[str, np.ndarray]:
     return {k: host[:, i] for i, k in enumerate(STEP_FIELDS)}
 
 
-Context = Callable[[int, float, float], HaltContext]
-
-
-def _halt(step: int, loss: float, grad_norm: float, context: Context) -> None:
-    err = NonFiniteError(step, loss, grad_norm)
-    err.context = context(step, loss, grad_norm)
-    raise err
+# Rebuilds the state at a step (second argument) from an earlier confirmed state by
+# running the same steps again with the already compiled single-step function.
+Replay = Callable[[TrainState, int], TrainState]
+# Describes a halt at a step, given the rebuilt state from before it.
+Context = Callable[[int, float, float, TrainState], HaltContext]
 
 
 @jax.jit
@@ -243,16 +238,20 @@ def _head_setup(n_heads: int, weights: Any, mask: Any) -> tuple[jax.Array, jax.A
 class _Sync:
     """Host-side bookkeeping shared by both entry points: outputs, hooks, halts."""
 
-    def __init__(self, start: int, on_sync, on_history, guard: bool) -> None:
-        self.start = start
+    def __init__(self, start: TrainState, on_sync, on_history, guard: bool,
+                 replay: Replay, context: Context) -> None:
+        self.start = start.step
+        self.confirmed = start  # the last state whose every step was confirmed finite
         self.guard = guard
+        self.replay = replay
+        self.context = context
         self.pending: list[jax.Array] = []
         self.done: list[dict[str, np.ndarray]] = []
         self.on_sync = on_sync
         self.on_history = on_history
-        self.synced = start
+        self.synced = start.step
 
-    def sync(self, carry, step: int, context: Context) -> TrainState:
+    def sync(self, carry, step: int) -> TrainState:
         """Read the guard; raise on a bad step, else report the steps and call the hooks."""
         params, opt_state, record = carry
         fetched = _fetch(self.pending) if self.pending else None
@@ -261,20 +260,25 @@ class _Sync:
         if bad:
             if fetched is not None:  # report the steps up to and including the bad one
                 self._record({k: v[: int(bad_step) - self.synced + 1] for k, v in fetched.items()})
-            _halt(int(bad_step), float(loss), float(grad_norm), context)
+            self._halt(int(bad_step), float(loss), float(grad_norm))
         if fetched is not None:
             self._record(fetched)
         if self.guard and not _all_finite(params):
             # Every loss and gradient was finite, yet the parameters are not: the last
             # step's update overflowed (an earlier one would have made a later loss
             # non-finite). Halt there rather than hand the parameters to a hook.
-            _halt(step - 1, float(fetched["loss"][-1]), float(fetched["grad_norm"][-1]),
-                  context)
+            self._halt(step - 1, float(fetched["loss"][-1]), float(fetched["grad_norm"][-1]))
         self.synced = step
-        state = TrainState(step, params, opt_state)
+        self.confirmed = TrainState(step, params, opt_state)
         if self.on_sync is not None:
-            self.on_sync(state)
-        return state
+            self.on_sync(self.confirmed)
+        return self.confirmed
+
+    def _halt(self, step: int, loss: float, grad_norm: float) -> None:
+        """Raise for ``step``, with the state from before it rebuilt from the confirmed one."""
+        err = NonFiniteError(step, loss, grad_norm)
+        err.context = self.context(step, loss, grad_norm, self.replay(self.confirmed, step))
+        raise err
 
     def _record(self, values: dict[str, np.ndarray]) -> None:
         self.done.append(values)
@@ -314,17 +318,25 @@ def train_arrays(
     weights, mask = _head_setup(n_heads, head_weights, head_mask)
     data_x, data_y = jax.device_put(cls), jax.device_put(labels)
     carry = (state.params, state.opt_state, GuardRecord.clean())
-    tracker = _Sync(state.step, on_sync, on_history, guard)
     schedule = make_schedule(config)
 
-    def context(step: int, loss: float, grad_norm: float) -> HaltContext:
+    def batch(step: int) -> tuple[np.ndarray, np.ndarray]:
         rows = batch_rows(config, step, n_rows)
+        return np.asarray(cls[rows]), np.asarray(labels[rows])
+
+    def replay(start: TrainState, stop: int) -> TrainState:
+        return _replay(compiled.single, start, stop, batch, weights, mask)
+
+    def context(step: int, loss: float, grad_norm: float, before: TrainState) -> HaltContext:
+        x, y = batch(step)
         return HaltContext(
             step=step, loss=loss, grad_norm=grad_norm,
-            params=carry[0], opt_state=carry[1],
-            batch={"cls": np.asarray(cls[rows]), "labels": np.asarray(labels[rows])},
-            row_indices=rows, learning_rate=float(schedule(step)), config=config,
+            params=before.params, opt_state=before.opt_state, batch={"cls": x, "labels": y},
+            row_indices=batch_rows(config, step, n_rows),
+            learning_rate=float(schedule(step)), config=config,
         )
+
+    tracker = _Sync(state, on_sync, on_history, guard, replay, context)
 
     for first, length in _segments(state.step, config.steps, config.chunk_steps,
                                    config.sync_every):
@@ -336,8 +348,18 @@ def train_arrays(
         tracker.pending.append(outputs)
         end = first + length
         if _is_sync(end, config.steps, config.sync_every):
-            state = tracker.sync(carry, end, context)
+            state = tracker.sync(carry, end)
     return TrainResult(state, tracker.start, tracker.steps())
+
+
+def _replay(single: Callable[..., Any], start: TrainState, stop: int,
+            batch: Callable[[int], tuple[np.ndarray, np.ndarray]], weights: jax.Array,
+            mask: jax.Array) -> TrainState:
+    """Run steps ``start.step .. stop - 1`` again, one compiled step per dispatch."""
+    carry = (start.params, start.opt_state, GuardRecord.clean())
+    for step in range(start.step, stop):
+        carry, _ = single(carry, *batch(step), np.int32(step), weights, mask)
+    return TrainState(stop, carry[0], carry[1])
 
 
 def _check_batch(step: int, batch: Mapping[str, Any], in_dim: int, n_heads: int):
@@ -382,17 +404,21 @@ def train_on_batches(
                                    config.mask_zero_positive_heads)
     weights, mask = _head_setup(n_heads, weights, mask)
     carry = (state.params, state.opt_state, GuardRecord.clean())
-    tracker = _Sync(state.step, on_sync, on_history, guard)
     schedule = make_schedule(config)
-    window: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+    window: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # the batches since the last sync
 
-    def context(step: int, loss: float, grad_norm: float) -> HaltContext:
+    def replay(start: TrainState, stop: int) -> TrainState:
+        return _replay(compiled.single, start, stop, window.__getitem__, weights, mask)
+
+    def context(step: int, loss: float, grad_norm: float, before: TrainState) -> HaltContext:
         x, y = window[step]
         return HaltContext(
             step=step, loss=loss, grad_norm=grad_norm,
-            params=carry[0], opt_state=carry[1], batch={"cls": x, "labels": y},
+            params=before.params, opt_state=before.opt_state, batch={"cls": x, "labels": y},
             row_indices=None, learning_rate=float(schedule(step)), config=config,
         )
+
+    tracker = _Sync(state, on_sync, on_history, guard, replay, context)
 
     step = state.step
     for batch in batches:
@@ -402,8 +428,8 @@ def train_on_batches(
         tracker.pending.append(out)
         step += 1
         if step % config.sync_every == 0:
-            state = tracker.sync(carry, step, context)
+            state = tracker.sync(carry, step)
             window.clear()
     if step != tracker.synced:
-        state = tracker.sync(carry, step, context)
+        state = tracker.sync(carry, step)
     return TrainResult(state, tracker.start, tracker.steps())
