@@ -1,13 +1,13 @@
 """The guarded training engine: many steps per dispatch, one host check per sync.
 
-Every step's loss and global gradient norm are checked on the device, and the first
-non-finite step is written into a small device-side record carried through the steps.
-Nothing else guards the steps: no conditional around the update, so the guard costs
-almost nothing per step. The host reads the record only at sync points (every
-``sync_every`` steps and at the end). A clean sync confirms its state, which becomes
-the run's last confirmed state (a reference: JAX arrays are immutable). A bad step k
-discards everything computed since, rebuilds the exact state from before step k by
-replaying the steps from the last confirmed state (batches are a pure function of
+Every step reports its loss and global gradient norm in the small per-step output the
+engine returns anyway; nothing else guards the steps on the device (no conditional
+around the update, no extra carry), so the guard costs almost nothing per step. The
+host fetches those outputs only at sync points (every ``sync_every`` steps and at the
+end) and checks every step in them. A clean sync confirms its state, which becomes the
+run's last confirmed state (a reference: JAX arrays are immutable). A first non-finite
+step k discards everything computed since, rebuilds the exact state from before step k
+by replaying the steps from the last confirmed state (batches are a pure function of
 (seed, step) on the array path, and kept since the last sync for ``train_on_batches``),
 and raises the documented ``NonFiniteError`` with that state in its context.
 ``on_sync``, a returned result and so a checkpoint only ever see confirmed states.
@@ -55,19 +55,22 @@ def _count_trace() -> None:
 
 
 class GuardRecord(NamedTuple):
-    """Device-side record of the first non-finite step (``bad`` stays set once set)."""
+    """The first non-finite step among the steps one sync fetched (``bad`` False if none)."""
 
-    bad: jax.Array
-    step: jax.Array
-    loss: jax.Array
-    grad_norm: jax.Array
+    bad: bool
+    step: int
+    loss: float
+    grad_norm: float
 
     @staticmethod
-    def clean() -> GuardRecord:
-        return GuardRecord(
-            jnp.array(False), jnp.array(-1, jnp.int32), jnp.array(0.0, jnp.float32),
-            jnp.array(0.0, jnp.float32),
-        )
+    def first_bad(first_step: int, values: Mapping[str, np.ndarray]) -> GuardRecord:
+        """Check the per-step ``values`` of steps ``first_step``, ``first_step + 1``, ..."""
+        finite = np.isfinite(values["loss"]) & np.isfinite(values["grad_norm"])
+        if finite.all():
+            return GuardRecord(False, -1, 0.0, 0.0)
+        i = int(np.argmin(finite))
+        return GuardRecord(True, first_step + i, float(values["loss"][i]),
+                           float(values["grad_norm"][i]))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -121,7 +124,7 @@ class _Compiled(NamedTuple):
 
 
 @functools.lru_cache(maxsize=16)
-def _compiled(key: TrainConfig, guard: bool) -> _Compiled:
+def _compiled(key: TrainConfig) -> _Compiled:
     """Jitted step functions for one compile key; cached so every run reuses them."""
     optimizer = make_optimizer(key)
 
@@ -137,27 +140,18 @@ def _compiled(key: TrainConfig, guard: bool) -> _Compiled:
         return optax.apply_updates(params, updates), new_opt_state
 
     def step(carry, x, y, step_index, weights, mask):
-        params, opt_state, record = carry
+        params, opt_state = carry
         (loss, stats), grads = jax.value_and_grad(loss_fn, has_aux=True)(
             params, x, y, weights, mask
         )
         grad_norm = optax.tree.norm(grads)
-        if guard:
-            finite = jnp.isfinite(loss) & jnp.isfinite(grad_norm)
-            first_bad = ~record.bad & ~finite
-            # Record only the first failure. The update is applied regardless (a
-            # conditional around it made XLA copy every buffer on every step): the host
-            # discards the steps after a failure and replays up to it instead.
-            record = GuardRecord(
-                bad=record.bad | first_bad,
-                step=jnp.where(first_bad, step_index, record.step),
-                loss=jnp.where(first_bad, loss, record.loss),
-                grad_norm=jnp.where(first_bad, grad_norm, record.grad_norm),
-            )
+        # The update is applied whatever the step's values (a conditional around it made
+        # XLA copy every buffer on every step): the host checks the outputs at the next
+        # sync, and discards the steps after a failure by replaying up to it instead.
         params, opt_state = update(grads, params, opt_state)
         # One small vector per step (not one output per field): fewer kernels per step.
         out = jnp.stack([loss, grad_norm, *(stats[k] for k in STEP_FIELDS[2:])])
-        return (params, opt_state, record), out
+        return (params, opt_state), out
 
     def single(carry, x, y, step_index, weights, mask):
         _count_trace()
@@ -210,10 +204,9 @@ def _is_sync(step: int, end: int, sync_every: int) -> bool:
     return step == end or step % sync_every == 0
 
 
-def _fetch(outputs: list[jax.Array]) -> dict[str, np.ndarray]:
+def _columns(outputs: list[np.ndarray]) -> dict[str, np.ndarray]:
     """Per-step outputs (``[steps, fields]`` or ``[fields]`` arrays) as one column per field."""
-    host = np.concatenate([np.asarray(o).reshape(-1, len(STEP_FIELDS))
-                           for o in jax.device_get(outputs)]).astype(np.float32)
+    host = np.concatenate([o.reshape(-1, len(STEP_FIELDS)) for o in outputs]).astype(np.float32)
     return {k: host[:, i] for i, k in enumerate(STEP_FIELDS)}
 
 
@@ -253,17 +246,20 @@ class _Sync:
 
     def sync(self, carry, step: int) -> TrainState:
         """Read the guard; raise on a bad step, else report the steps and call the hooks."""
-        params, opt_state, record = carry
-        fetched = _fetch(self.pending) if self.pending else None
+        params, opt_state = carry
+        # One host round trip for all a sync reads (the parameter check is dispatched first).
+        params_finite = _all_finite(params) if self.guard else True
+        outputs, params_finite = jax.device_get((self.pending, params_finite))
+        fetched = _columns(outputs) if outputs else None
         self.pending = []
-        bad, bad_step, loss, grad_norm = jax.device_get(record)
-        if bad:
-            if fetched is not None:  # report the steps up to and including the bad one
-                self._record({k: v[: int(bad_step) - self.synced + 1] for k, v in fetched.items()})
-            self._halt(int(bad_step), float(loss), float(grad_norm))
+        if self.guard and fetched is not None:
+            record = GuardRecord.first_bad(self.synced, fetched)
+            if record.bad:  # report the steps up to and including the bad one
+                self._record({k: v[: record.step - self.synced + 1] for k, v in fetched.items()})
+                self._halt(record.step, record.loss, record.grad_norm)
         if fetched is not None:
             self._record(fetched)
-        if self.guard and not _all_finite(params):
+        if not params_finite:
             # Every loss and gradient was finite, yet the parameters are not: the last
             # step's update overflowed (an earlier one would have made a later loss
             # non-finite). Halt there rather than hand the parameters to a hook.
@@ -314,10 +310,10 @@ def train_arrays(
     if not 0 < config.batch_size <= n_rows:
         raise ValueError(f"batch_size ({config.batch_size}) must be in [1, {n_rows}] rows")
     state = init_state(config, in_dim, n_heads) if state is None else state
-    compiled = _compiled(config.compile_key(), guard)
+    compiled = _compiled(config.compile_key())
     weights, mask = _head_setup(n_heads, head_weights, head_mask)
     data_x, data_y = jax.device_put(cls), jax.device_put(labels)
-    carry = (state.params, state.opt_state, GuardRecord.clean())
+    carry = (state.params, state.opt_state)
     schedule = make_schedule(config)
 
     def batch(step: int) -> tuple[np.ndarray, np.ndarray]:
@@ -356,7 +352,7 @@ def _replay(single: Callable[..., Any], start: TrainState, stop: int,
             batch: Callable[[int], tuple[np.ndarray, np.ndarray]], weights: jax.Array,
             mask: jax.Array) -> TrainState:
     """Run steps ``start.step .. stop - 1`` again, one compiled step per dispatch."""
-    carry = (start.params, start.opt_state, GuardRecord.clean())
+    carry = (start.params, start.opt_state)
     for step in range(start.step, stop):
         carry, _ = single(carry, *batch(step), np.int32(step), weights, mask)
     return TrainState(stop, carry[0], carry[1])
@@ -399,11 +395,11 @@ def train_on_batches(
     guard is still only read at sync points.
     """
     state = init_state(config, in_dim, n_heads) if state is None else state
-    compiled = _compiled(config.compile_key(), guard)
+    compiled = _compiled(config.compile_key())
     weights, mask = head_weighting(config.class_weighting, class_counts, n_rows, n_heads,
                                    config.mask_zero_positive_heads)
     weights, mask = _head_setup(n_heads, weights, mask)
-    carry = (state.params, state.opt_state, GuardRecord.clean())
+    carry = (state.params, state.opt_state)
     schedule = make_schedule(config)
     window: dict[int, tuple[np.ndarray, np.ndarray]] = {}  # the batches since the last sync
 
