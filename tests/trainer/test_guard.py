@@ -68,6 +68,16 @@ def test_poisoned_row_on_the_fast_path_halts_where_it_is_first_drawn(toy_arrays)
     assert not np.isfinite(context.batch["cls"]).all()
     assert all(np.isfinite(leaf).all() for leaf in _leaves(context.params))
     assert all(step <= first_step for step in synced)
+    # The pre-step parameters are rebuilt by replay from the last sync: they equal those
+    # of a clean run confirmed after every step (its own compile key: sync_every=1).
+    clean = {}
+    loop.train_arrays(small_config(steps=16, chunk_steps=4, sync_every=1),
+                      toy_arrays[0], y, on_sync=lambda s: clean.setdefault(s.step, s))
+    assert first_step == 0 or first_step in clean
+    if first_step in clean:
+        for got, want in zip(_leaves(context.params), _leaves(clean[first_step].params),
+                             strict=True):
+            np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
     # Every step up to the bad one is reported (the bad one last, non-finite), none after.
     reported = np.concatenate([losses for _, losses in logged])
     assert [first for first, _ in logged] == list(range(0, first_step + 1, 8))[: len(logged)]
