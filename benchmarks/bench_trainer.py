@@ -87,10 +87,17 @@ def train_step_flops(config: TrainConfig, in_dim: int, n_heads: int) -> float:
 
 
 def best_of(measures: dict[str, Callable[[], None]], repeats: int) -> dict[str, float]:
-    """Best wall time of each measure, run interleaved so load changes hit all alike."""
+    """Best wall time of each measure, run interleaved so load changes hit all alike.
+
+    The order rotates each round: a run right after another contender's pays for the
+    caches and memory that one left behind, and no measure should always be the one.
+    """
     times = {name: float("inf") for name in measures}
-    for _ in range(repeats):
-        for name, run in measures.items():
+    names = list(measures)
+    for round_ in range(repeats):
+        shift = round_ % len(names)
+        for name in names[shift:] + names[:shift]:
+            run = measures[name]
             started = time.perf_counter()
             run()
             times[name] = min(times[name], time.perf_counter() - started)
