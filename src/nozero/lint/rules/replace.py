@@ -6,6 +6,7 @@ import libcst as cst
 import libcst.matchers as m
 
 from nozero.lint import vocab
+from nozero.lint.imports import last_part
 from nozero.lint.rules.base import Context, Rule
 
 # Functions that apply another function over a pytree or a list, and gradient hooks.
@@ -39,8 +40,7 @@ def _is_sanitizer_value(node: cst.BaseExpression, ctx: Context) -> bool:
     it, or a same-file helper that does."""
     if isinstance(node, cst.Name | cst.Attribute):
         name = node.value if isinstance(node, cst.Name) else node.attr.value
-        qualified_last = (ctx.qualified(node) or "").rsplit(".", 1)[-1]
-        if qualified_last in vocab.SANITIZERS:
+        if last_part(ctx.qualified(node)) in vocab.SANITIZERS:
             return True
         return isinstance(node, cst.Name) and ctx.facts.defines_function(name) and (
             ctx.facts.is_sanitizer_helper(name)

@@ -6,6 +6,7 @@ import libcst as cst
 import libcst.matchers as m
 
 from nozero.lint import vocab
+from nozero.lint.imports import last_part
 from nozero.lint.rules.base import Context, Rule, raises, walk
 
 
@@ -18,7 +19,7 @@ def _caught_names(handler: cst.ExceptHandler, ctx: Context) -> set[str]:
         if isinstance(handler.type, cst.Tuple)
         else [handler.type]
     )
-    return {(ctx.qualified(t) or "").rsplit(".", 1)[-1] for t in types}
+    return {last_part(ctx.qualified(t)) for t in types}
 
 
 def _try_body_is_training(handler: cst.ExceptHandler, ctx: Context) -> bool:
