@@ -117,6 +117,15 @@ class Context:
     def is_nonfinite_test(self, node: cst.BaseExpression) -> bool:
         return self.facts.code_is_nonfinite_test(self.code(node), self.scope_key)
 
+    def in_loop(self) -> bool:
+        """Is the current node inside a ``for`` or ``while`` of its own function?"""
+        for ancestor in reversed(self.ancestors):
+            if isinstance(ancestor, cst.For | cst.While):
+                return True
+            if isinstance(ancestor, cst.FunctionDef):
+                return False
+        return False
+
     def scope_is_guarded(self) -> bool:
         """Does the enclosing function raise, or record the failure for a raise?"""
         return self.facts.is_guarded(self.scope_key)

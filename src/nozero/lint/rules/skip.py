@@ -52,11 +52,8 @@ def _skip_kind(node: cst.If, ctx: Context) -> str | None:
 def _trains_on(node: cst.If, ctx: Context) -> bool:
     """Is the check in a training loop, or does it guard an optimizer step? (Elsewhere,
     say a report about a finished run, a check that does not raise stops nothing.)"""
-    for ancestor in reversed(ctx.ancestors):
-        if isinstance(ancestor, cst.For | cst.While):
-            return True
-        if isinstance(ancestor, cst.FunctionDef):
-            break
+    if ctx.in_loop():
+        return True
     return any(
         isinstance(child, cst.Call) and ctx.called(child) in vocab.UPDATE_CALLS
         for branch in _branches(node)

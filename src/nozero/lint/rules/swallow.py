@@ -37,11 +37,8 @@ def _ends_run(handler: cst.ExceptHandler, ctx: Context) -> bool:
     """A handler outside any loop that ends by returning a status or report (a command's
     ``return EXIT_HALT``) stops the run rather than skipping a step; returning training
     signal or an argument unchanged (the old state) is a skip."""
-    for ancestor in reversed(ctx.ancestors):
-        if isinstance(ancestor, cst.For | cst.While):
-            return False
-        if isinstance(ancestor, cst.FunctionDef):
-            break
+    if ctx.in_loop():
+        return False
     last = handler.body.body[-1] if handler.body.body else None
     if not isinstance(last, cst.SimpleStatementLine):
         return False
