@@ -54,23 +54,10 @@ def _count_trace() -> None:
     _traces += 1
 
 
-class GuardRecord(NamedTuple):
-    """The first non-finite step among the steps one sync fetched (``bad`` False if none)."""
-
-    bad: bool
-    step: int
-    loss: float
-    grad_norm: float
-
-    @staticmethod
-    def first_bad(first_step: int, values: Mapping[str, np.ndarray]) -> GuardRecord:
-        """Check the per-step ``values`` of steps ``first_step``, ``first_step + 1``, ..."""
-        finite = np.isfinite(values["loss"]) & np.isfinite(values["grad_norm"])
-        if finite.all():
-            return GuardRecord(False, -1, 0.0, 0.0)
-        i = int(np.argmin(finite))
-        return GuardRecord(True, first_step + i, float(values["loss"][i]),
-                           float(values["grad_norm"][i]))
+def _first_bad(values: Mapping[str, np.ndarray]) -> int | None:
+    """Position of the first step in ``values`` whose loss or gradient norm is non-finite."""
+    finite = np.isfinite(values["loss"]) & np.isfinite(values["grad_norm"])
+    return None if finite.all() else int(np.argmin(finite))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -139,7 +126,7 @@ def _compiled(key: TrainConfig) -> _Compiled:
         updates, new_opt_state = optimizer.update(grads, opt_state, params)
         return optax.apply_updates(params, updates), new_opt_state
 
-    def step(carry, x, y, step_index, weights, mask):
+    def step(carry, x, y, weights, mask):
         params, opt_state = carry
         (loss, stats), grads = jax.value_and_grad(loss_fn, has_aux=True)(
             params, x, y, weights, mask
@@ -153,20 +140,19 @@ def _compiled(key: TrainConfig) -> _Compiled:
         out = jnp.stack([loss, grad_norm, *(stats[k] for k in STEP_FIELDS[2:])])
         return (params, opt_state), out
 
-    def single(carry, x, y, step_index, weights, mask):
+    def single(carry, x, y, weights, mask):
         _count_trace()
-        return step(carry, x, y, step_index, weights, mask)
+        return step(carry, x, y, weights, mask)
 
-    def chunk(carry, data_x, data_y, indices, step_indices, weights, mask):
+    def chunk(carry, data_x, data_y, indices, weights, mask):
         _count_trace()
 
-        def body(inner, inputs):
-            rows, step_index = inputs
+        def body(inner, rows):
             x = jnp.take(data_x, rows, axis=0)
             y = jnp.take(data_y, rows, axis=0)
-            return step(inner, x, y, step_index, weights, mask)
+            return step(inner, x, y, weights, mask)
 
-        return jax.lax.scan(body, carry, (indices, step_indices))
+        return jax.lax.scan(body, carry, indices)
 
     return _Compiled(jax.jit(single), jax.jit(chunk))
 
@@ -253,10 +239,11 @@ class _Sync:
         fetched = _columns(outputs) if outputs else None
         self.pending = []
         if self.guard and fetched is not None:
-            record = GuardRecord.first_bad(self.synced, fetched)
-            if record.bad:  # report the steps up to and including the bad one
-                self._record({k: v[: record.step - self.synced + 1] for k, v in fetched.items()})
-                self._halt(record.step, record.loss, record.grad_norm)
+            i = _first_bad(fetched)
+            if i is not None:  # report the steps up to and including the bad one
+                self._record({k: v[: i + 1] for k, v in fetched.items()})
+                self._halt(self.synced + i, float(fetched["loss"][i]),
+                           float(fetched["grad_norm"][i]))
         if fetched is not None:
             self._record(fetched)
         if not params_finite:
@@ -336,11 +323,8 @@ def train_arrays(
 
     for first, length in _segments(state.step, config.steps, config.chunk_steps,
                                    config.sync_every):
-        steps = np.arange(first, first + length)
-        indices = np.stack([batch_rows(config, int(s), n_rows) for s in steps])
-        carry, outputs = compiled.chunk(
-            carry, data_x, data_y, indices, steps.astype(np.int32), weights, mask
-        )
+        indices = np.stack([batch_rows(config, s, n_rows) for s in range(first, first + length)])
+        carry, outputs = compiled.chunk(carry, data_x, data_y, indices, weights, mask)
         tracker.pending.append(outputs)
         end = first + length
         if _is_sync(end, config.steps, config.sync_every):
@@ -354,7 +338,7 @@ def _replay(single: Callable[..., Any], start: TrainState, stop: int,
     """Run steps ``start.step .. stop - 1`` again, one compiled step per dispatch."""
     carry = (start.params, start.opt_state)
     for step in range(start.step, stop):
-        carry, _ = single(carry, *batch(step), np.int32(step), weights, mask)
+        carry, _ = single(carry, *batch(step), weights, mask)
     return TrainState(stop, carry[0], carry[1])
 
 
@@ -420,7 +404,7 @@ def train_on_batches(
     for batch in batches:
         x, y = _check_batch(step, batch, in_dim, n_heads)
         window[step] = (x, y)
-        carry, out = compiled.single(carry, x, y, np.int32(step), weights, mask)
+        carry, out = compiled.single(carry, x, y, weights, mask)
         tracker.pending.append(out)
         step += 1
         if step % config.sync_every == 0:
