@@ -123,9 +123,13 @@ def tree_to_arrays(tree: Any) -> dict[str, np.ndarray]:
 
 def nonfinite_leaves(tree: Any) -> list[str]:
     """Names of the floating-point leaves holding a NaN or an infinity."""
+    return _nonfinite_names(tree_to_arrays(tree))
+
+
+def _nonfinite_names(arrays: Mapping[str, np.ndarray]) -> list[str]:
     return [
         name
-        for name, array in tree_to_arrays(tree).items()
+        for name, array in arrays.items()
         if np.issubdtype(array.dtype, np.floating) and not np.isfinite(array).all()
     ]
 
@@ -270,8 +274,10 @@ def save_checkpoint(
     The caller guarantees every step up to ``step`` was confirmed finite. ``keep`` older
     checkpoints (at least the one ``latest`` names) survive pruning.
     """
-    for tree, value in (("params", params), ("opt_state", opt_state)):
-        bad = nonfinite_leaves(value)
+    # Each tree is fetched to the host once: the same arrays are checked, then written.
+    arrays = {"params": tree_to_arrays(params), "opt_state": tree_to_arrays(opt_state)}
+    for tree in TREES:
+        bad = _nonfinite_names(arrays[tree])
         if bad:  # the last line of defence: a checkpoint is never written from NaN/Inf
             raise CheckpointError(
                 f"refusing to checkpoint step {step}: {tree} leaves {bad} are not finite"
@@ -282,10 +288,8 @@ def save_checkpoint(
     tmp = root / f".tmp-{name}"
     tmp.mkdir()
     try:
-        trees = {"params": params, "opt_state": opt_state}
         manifest_arrays = {
-            f"{tree}.npz": write_npz(tmp / f"{tree}.npz", tree_to_arrays(trees[tree]))
-            for tree in TREES
+            f"{tree}.npz": write_npz(tmp / f"{tree}.npz", arrays[tree]) for tree in TREES
         }
         config_text = config_to_json(config)
         (tmp / "config.json").write_text(config_text, encoding="utf-8")
