@@ -41,6 +41,8 @@ from nozero_trainer.checkpoint import (
     tree_to_arrays,
     write_npz,
 )
+from nozero_trainer.loss import multilabel_focal_loss
+from nozero_trainer.model import apply_model
 
 POSTMORTEM_DIR = "postmortem"
 ROW_INDICES = "row_indices"
@@ -187,9 +189,6 @@ def trainer_loss_with_aux(
     model is not written a second time). Per-head BCE, reverse-CE and focal weight come
     from the loss's own stats with the head mask narrowed to one head at a time.
     """
-    from nozero_trainer.loss import multilabel_focal_loss
-    from nozero_trainer.model import apply_model
-
     def loss(params: Any, batch: Mapping[str, Any]) -> tuple[Any, dict[str, Any]]:
         x, y = batch["cls"], batch["labels"]
         dtype = x.dtype
@@ -264,7 +263,8 @@ def write_bundle(
     batch_arrays = {key: np.asarray(value) for key, value in batch.items()}
     batch_arrays[ROW_INDICES] = np.asarray(row_indices)
     write_npz(tmp / "batch.npz", batch_arrays)
-    write_npz(tmp / "params.npz", tree_to_arrays(params))
+    param_arrays = tree_to_arrays(params)
+    write_npz(tmp / "params.npz", param_arrays)
     write_npz(tmp / "opt_state.npz", tree_to_arrays(opt_state))
     (tmp / "config.json").write_text(config_to_json(config), encoding="utf-8")
     halt = {
@@ -287,7 +287,7 @@ def write_bundle(
         "nonfinite_update_leaves": replay.nonfinite_update_leaves,
         "nonfinite_param_leaves": nonfinite_leaves(params),
         "largest_abs_param": max(
-            (float(np.max(np.abs(a))) for a in tree_to_arrays(params).values() if a.size),
+            (float(np.max(np.abs(a))) for a in param_arrays.values() if a.size),
             default=0.0,
         ),
         **dict(extra or {}),
