@@ -35,6 +35,12 @@ def _argument(call: cst.Call, position: int, *keywords: str) -> cst.BaseExpressi
     return positional[position] if len(positional) > position else None
 
 
+def _sanitizer_helper_called(call: cst.Call, ctx: Context) -> str | None:
+    """The same-file function ``call`` calls, if that function cleans its argument."""
+    helper = ctx.helper_called(call)
+    return helper if helper is not None and ctx.facts.is_sanitizer_helper(helper) else None
+
+
 def _is_sanitizer_value(node: cst.BaseExpression, ctx: Context) -> bool:
     """``jnp.nan_to_num`` as a value, ``partial(jnp.nan_to_num, ...)``, a lambda that calls
     it, or a same-file helper that does."""
@@ -49,8 +55,7 @@ def _is_sanitizer_value(node: cst.BaseExpression, ctx: Context) -> bool:
         return _is_sanitizer_value(node.args[0].value, ctx)
     if isinstance(node, cst.Lambda):
         return any(
-            ctx.called(call) in vocab.SANITIZERS
-            or (ctx.helper_called(call) and ctx.facts.is_sanitizer_helper(ctx.helper_called(call)))
+            ctx.called(call) in vocab.SANITIZERS or _sanitizer_helper_called(call, ctx)
             for call in m.findall(node.body, m.Call())
             if isinstance(call, cst.Call)
         )
@@ -118,8 +123,8 @@ step=step)` raises the documented error. Clean *input data* where it is loaded i
         assert isinstance(node, cst.Call)
         if _in_mapped_lambda(ctx):
             return  # ``tree.map(lambda g: nan_to_num(g), grads)`` is NZ102's finding
-        helper = ctx.helper_called(node)
-        if helper is not None and ctx.facts.is_sanitizer_helper(helper):
+        helper = _sanitizer_helper_called(node, ctx)
+        if helper is not None:
             if any(ctx.is_signal(arg.value) for arg in node.args):
                 ctx.report(node, self, f"through {helper}()")
             return
