@@ -127,7 +127,7 @@ def _starts_line(node: ast.stmt, lines: list[str]) -> bool:
     return not lines[_first_line(node) - 1].encode()[:column].strip()
 
 
-def _unit_of(node: ast.stmt, lines: list[str]) -> Unit:
+def _unit_of(node: ast.stmt) -> Unit:
     return Unit(_first_line(node), node.end_lineno or node.lineno, [node], node.col_offset > 0)
 
 
@@ -151,7 +151,7 @@ def split_units(tree: ast.Module, lines: list[str]) -> list[Unit]:
     add(tree.body)
     units: list[Unit] = []
     for node in statements:
-        unit = _unit_of(node, lines)
+        unit = _unit_of(node)
         if units and unit.first <= units[-1].last:
             units[-1].last = max(units[-1].last, unit.last)
             units[-1].nodes.append(node)
@@ -206,10 +206,10 @@ def narrow(
                 return [unit], holders
             holders.add(function)
             if statement is not None and _starts_line(statement, lines):
-                piece = _unit_of(statement, lines)
+                piece = _unit_of(statement)
                 piece.enclosing = function.lineno
             else:
-                piece = _unit_of(function, lines)
+                piece = _unit_of(function)
             pieces[id(piece.nodes[0])] = piece
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and _starts_line(node, lines):
             body = {id(child) for child in node.body}

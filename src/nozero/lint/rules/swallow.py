@@ -22,8 +22,8 @@ def _caught_names(handler: cst.ExceptHandler, ctx: Context) -> set[str]:
     return {last_part(ctx.qualified(t)) for t in types}
 
 
-def _try_body_is_training(handler: cst.ExceptHandler, ctx: Context) -> bool:
-    """Does the guarded ``try`` body touch training signal?"""
+def _try_body_is_training(ctx: Context) -> bool:
+    """Does the body of the ``try`` whose handler is being checked touch training signal?"""
     parent = ctx.ancestors[-1] if ctx.ancestors else None
     if not isinstance(parent, cst.Try):
         return False
@@ -107,7 +107,7 @@ Let the exception propagate, or re-raise it after saving what helps the investig
         caught = _caught_names(node, ctx) & vocab.NONFINITE_EXCEPTIONS
         if not caught or raises(node, ctx) or _ends_run(node, ctx):
             return
-        if "NonFiniteError" in caught or _try_body_is_training(node, ctx):
+        if "NonFiniteError" in caught or _try_body_is_training(ctx):
             ctx.report(node, self, ", ".join(sorted(caught)))
 
 
