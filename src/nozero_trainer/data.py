@@ -206,13 +206,14 @@ def load_split(split_dir: str | Path, heads: tuple[str, ...] = DEFAULT_HEADS) ->
     """Read every shard of one split; keep strong-label rows with finite embeddings."""
     split_dir = Path(split_dir)
     paths = _shard_paths(split_dir)
+    capacity = 0  # rows in all shards, from the footers: the embeddings are allocated once
     for path in paths:  # every shard's schema is checked before any data is read
         try:
-            schema = pq.read_schema(path)
+            metadata = pq.read_metadata(path)
         except (pa.ArrowInvalid, OSError) as err:
             raise ValueError(f"{path}: not a readable parquet file ({err})") from err
-        _check_schema(path, schema)
-    capacity = sum(pq.ParquetFile(p).metadata.num_rows for p in paths)
+        _check_schema(path, metadata.schema.to_arrow_schema())
+        capacity += metadata.num_rows
     stats = LoadStats(shards=[(p.name, p.stat().st_size) for p in paths])
 
     cls_out: np.ndarray | None = None
