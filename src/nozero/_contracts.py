@@ -19,6 +19,7 @@ from nozero.contract import NonFiniteError, parse_message
 from nozero.strategies import (
     HUGE_KINDS,
     NON_FINITE_KINDS,
+    NON_FINITE_VALUES,
     Poison,
     apply_poisons,
     clean_batch_sequences,
@@ -266,7 +267,7 @@ def _poison_value(kind: str, dtype: np.dtype) -> float:
     if kind in HUGE_KINDS:
         top = float(np.finfo(dtype).max)
         return -top if kind == "-huge" else top
-    return {"nan": float("nan"), "+inf": float("inf"), "-inf": float("-inf")}[kind]
+    return NON_FINITE_VALUES[kind]
 
 
 def _edge_poisons(kinds: Sequence[str]) -> Callable[[TrainerUnderTest, int], list[PoisonedCase]]:

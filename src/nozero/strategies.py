@@ -39,6 +39,7 @@ __all__ = [
 ]
 
 NON_FINITE_KINDS = ("nan", "+inf", "-inf")
+NON_FINITE_VALUES = {"nan": float("nan"), "+inf": float("inf"), "-inf": float("-inf")}
 HUGE_KINDS = ("+huge", "-huge")
 # Clean data still spans magnitudes: underflow-prone, small, large. "Large" is capped per
 # dtype (see _large_cap) so a correct trainer's sums of squares stay finite.
@@ -200,7 +201,7 @@ def _poison(
     index = draw(st.tuples(*(st.integers(0, n - 1) for n in shape)))
     step = draw(st.integers(0, steps - 1))
     if kind in NON_FINITE_KINDS:
-        value = {"nan": float("nan"), "+inf": float("inf"), "-inf": float("-inf")}[kind]
+        value = NON_FINITE_VALUES[kind]
     else:
         top = float(np.finfo(dtype).max)
         magnitude = draw(st.floats(top / HUGE_RANGE, top, width=dtype.itemsize * 8))
