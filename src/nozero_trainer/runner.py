@@ -33,7 +33,6 @@ from nozero_trainer.checkpoint import (
     config_differences,
     latest_checkpoint,
     load_checkpoint,
-    nonfinite_leaves,
     read_config,
     read_manifest,
     save_checkpoint,
@@ -266,8 +265,6 @@ class _Run:
             run_config, options, metrics, stream)
         self.restarts, self.lr_scale = 0, 1.0
         self.last_eval: tuple[int, Evaluation] | None = None
-        self.schedule = make_schedule(config)
-        self.progress = Progress(config.steps, 0, stream)
 
     def loop_config(self) -> TrainConfig:
         """The config the loop runs: the LR scaled after restarts, syncs on evaluations."""
@@ -299,11 +296,8 @@ class _Run:
         eval_every = self.config.eval_every
         if state.step == self.config.steps or (eval_every > 0 and state.step % eval_every == 0):
             self.evaluate(state)
-            bad = nonfinite_leaves(state.params) + nonfinite_leaves(state.opt_state)
-            if bad:  # an overflowing update; the next step's loss will halt the run
-                print(f"!!! step {state.step}: no checkpoint, non-finite values in {bad}",
-                      file=self.stream, flush=True)
-                return
+            # The loop's sync already refused non-finite parameters, and save_checkpoint
+            # refuses them again as the last line of defence.
             save_checkpoint(self.out_dir, state.step, state.params, state.opt_state,
                             self.run_config,
                             state={"lr_scale": self.lr_scale, "restarts": self.restarts})
@@ -327,7 +321,7 @@ class _Run:
             bundle = None
         kept = str(bundle) if bundle is not None else None
         self.metrics.write({"event": "halt", "step": err.step, "loss": err.loss,
-                            "grad_norm": err.grad_norm, "lr": float(self.schedule(err.step)),
+                            "grad_norm": err.grad_norm, "lr": err.context.learning_rate,
                             "message": str(err), "postmortem": kept})
         if self.options.on_nonfinite != "restart" or self.restarts >= self.options.max_restarts:
             err.postmortem = bundle
