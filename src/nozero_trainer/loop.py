@@ -148,8 +148,11 @@ def _compiled(key: TrainConfig) -> _Compiled:
         _count_trace()
 
         def body(inner, rows):
-            x = jnp.take(data_x, rows, axis=0)
-            y = jnp.take(data_y, rows, axis=0)
+            # Rows come from ``batch_rows``, always in range: no out-of-range fill (its
+            # select kept the shipped step ~9% slower, with the transposed weight
+            # gradient of ``model.matmul_transposed_grad``).
+            x = data_x.at[rows].get(mode="promise_in_bounds")
+            y = data_y.at[rows].get(mode="promise_in_bounds")
             return step(inner, x, y, weights, mask)
 
         return jax.lax.scan(body, carry, indices)
