@@ -105,6 +105,10 @@ def init_state(config: TrainConfig, in_dim: int, n_heads: int) -> TrainState:
     return TrainState(0, params, make_optimizer(config).init(params))
 
 
+def _all_finite(tree: Any) -> jax.Array:
+    return jnp.all(jnp.stack([jnp.all(jnp.isfinite(leaf)) for leaf in jax.tree.leaves(tree)]))
+
+
 class _Compiled(NamedTuple):
     single: Callable[..., Any]  # one step per call
     chunk: Callable[..., Any]  # a scan of steps over rows gathered from on-device data
@@ -155,7 +159,10 @@ def _compiled(key: TrainConfig) -> _Compiled:
             y = data_y.at[rows].get(mode="promise_in_bounds")
             return step(inner, x, y, weights, mask)
 
-        return jax.lax.scan(body, carry, indices)
+        carry, outputs = jax.lax.scan(body, carry, indices)
+        # Whether the chunk's last update left finite parameters, for the guard at a
+        # sync: computed here, it costs one pass over the parameters, not a dispatch.
+        return carry, outputs, _all_finite(carry[0])
 
     return _Compiled(jax.jit(single), jax.jit(chunk))
 
@@ -199,16 +206,13 @@ def _columns(outputs: list[np.ndarray]) -> dict[str, np.ndarray]:
     return {k: host[:, i] for i, k in enumerate(STEP_FIELDS)}
 
 
+_check_params = jax.jit(_all_finite)
+
 # Rebuilds the state at a step (second argument) from an earlier confirmed state by
 # running the same steps again with the already compiled single-step function.
 Replay = Callable[[TrainState, int], TrainState]
 # Describes a halt at a step, given the rebuilt state from before it.
 Context = Callable[[int, float, float, TrainState], HaltContext]
-
-
-@jax.jit
-def _all_finite(tree: Any) -> jax.Array:
-    return jnp.all(jnp.stack([jnp.all(jnp.isfinite(leaf)) for leaf in jax.tree.leaves(tree)]))
 
 
 def _head_setup(n_heads: int, weights: Any, mask: Any) -> tuple[jax.Array, jax.Array]:
@@ -233,11 +237,18 @@ class _Sync:
         self.on_history = on_history
         self.synced = start.step
 
-    def sync(self, carry, step: int) -> TrainState:
-        """Read the guard; raise on a bad step, else report the steps and call the hooks."""
+    def sync(self, carry, step: int, params_finite: jax.Array | None = None) -> TrainState:
+        """Read the guard; raise on a bad step, else report the steps and call the hooks.
+
+        ``params_finite`` is the chunk's own check of the parameters it returned; without
+        it the check is dispatched here.
+        """
         params, opt_state = carry
-        # One host round trip for all a sync reads (the parameter check is dispatched first).
-        params_finite = _all_finite(params) if self.guard else True
+        if not self.guard:
+            params_finite = True
+        elif params_finite is None:
+            params_finite = _check_params(params)
+        # One host round trip for all a sync reads.
         outputs, params_finite = jax.device_get((self.pending, params_finite))
         fetched = _columns(outputs) if outputs else None
         self.pending = []
@@ -327,11 +338,12 @@ def train_arrays(
     for first, length in _segments(state.step, config.steps, config.chunk_steps,
                                    config.sync_every):
         indices = np.stack([batch_rows(config, s, n_rows) for s in range(first, first + length)])
-        carry, outputs = compiled.chunk(carry, data_x, data_y, indices, weights, mask)
+        carry, outputs, params_finite = compiled.chunk(carry, data_x, data_y, indices,
+                                                       weights, mask)
         tracker.pending.append(outputs)
         end = first + length
         if _is_sync(end, config.steps, config.sync_every):
-            state = tracker.sync(carry, end)
+            state = tracker.sync(carry, end, params_finite)
     return TrainResult(state, tracker.start, tracker.steps())
 
 
