@@ -137,7 +137,7 @@ def bench_training(cls, labels, weights, mask, repeats: int) -> list[dict]:
 def bench_loader(split_dir: Path, row_by_row_rows: int) -> dict[str, dict]:
     script = HERE / "trainer_loaders.py"
     out = {}
-    fast = [("pyarrow", []), ("ours", [])] * 3
+    fast = [("pyarrow", []), ("ours", [])] * 5
     for kind, extra in [("row_by_row", [str(row_by_row_rows)]), *fast]:
         say(f"loader: {kind}")
         done = subprocess.run([sys.executable, str(script), kind, str(split_dir), *extra],
@@ -145,7 +145,7 @@ def bench_loader(split_dir: Path, row_by_row_rows: int) -> dict[str, dict]:
         result = json.loads(done.stdout.strip().splitlines()[-1])
         result["rows_per_s"] = result["rows"] / result["seconds"]
         if kind not in out or result["seconds"] < out[kind]["seconds"]:
-            out[kind] = result  # best of three for the fast loaders, interleaved
+            out[kind] = result  # best of five for the fast loaders, interleaved
     return out
 
 
@@ -191,7 +191,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=Path("/tmp/nozero-bench-trainer"),
                         help="synthetic shards (made here if missing)")
-    parser.add_argument("--repeats", type=int, default=8)
+    parser.add_argument("--repeats", type=int, default=16)
     parser.add_argument("--row-by-row-rows", type=int, default=10_000,
                         help="rows the slow row-by-row loader reads (its rows/s is reported)")
     parser.add_argument("--out", type=Path, default=HERE / "trainer_results.json")
