@@ -28,8 +28,10 @@ COLUMNS = ("user_id", "cls", "labels", "label_source", "label_strength")
 STRONG = "strong"
 # Rows decoded at a time. Reading a whole 100 MB shard at once costs pyarrow several
 # times that in transient buffers; batches keep the loader's peak near its output.
-BATCH_ROWS = 4096
-READ_AHEAD = 4  # batches decoded ahead of the copying
+# 2048 rows, 8 ahead loaded 200k x 1024 rows ~8% faster than 4096 rows, 4 ahead (the
+# same rows in flight), best of 12 alternating runs.
+BATCH_ROWS = 2048
+READ_AHEAD = 8  # batches decoded ahead of the copying
 
 
 @dataclasses.dataclass
