@@ -20,6 +20,7 @@ import argparse
 import json
 import os
 import platform
+import statistics
 import subprocess
 import sys
 import time
@@ -42,8 +43,8 @@ from nozero_trainer.synthetic import make_data  # noqa: E402
 HERE = Path(__file__).resolve().parent
 DIM = 1024
 TRAIN_ROWS = 200_000
-# Short runs, many interleaved repeats, best time kept: the machine is shared, and the
-# best of many short runs is the least disturbed measurement of each contender.
+# Short runs, many interleaved rounds: the machine is shared. Steps/s come from each
+# contender's best run (its least disturbed); ratios from the median of per-round ratios.
 CONFIGS = {
     "shipped (1024 → 512 → 256 → 8, batch 256)": (TrainConfig(), 100),
     "linear (1024 → 8, batch 32)": (TrainConfig(hidden_dims=(), batch_size=32), 2000),
@@ -86,22 +87,30 @@ def train_step_flops(config: TrainConfig, in_dim: int, n_heads: int) -> float:
     return 3 * sum(layers) - layers[0]
 
 
-def best_of(measures: dict[str, Callable[[], None]], repeats: int) -> dict[str, float]:
-    """Best wall time of each measure, run interleaved so load changes hit all alike.
+def interleaved(measures: dict[str, Callable[[], None]], repeats: int) -> dict[str, list[float]]:
+    """Wall time of each measure in each round, run interleaved so load changes hit all alike.
 
     The order rotates each round: a run right after another contender's pays for the
     caches and memory that one left behind, and no measure should always be the one.
     """
-    times = {name: float("inf") for name in measures}
+    times: dict[str, list[float]] = {name: [] for name in measures}
     names = list(measures)
     for round_ in range(repeats):
         shift = round_ % len(names)
         for name in names[shift:] + names[:shift]:
-            run = measures[name]
             started = time.perf_counter()
-            run()
-            times[name] = min(times[name], time.perf_counter() - started)
+            measures[name]()
+            times[name].append(time.perf_counter() - started)
     return times
+
+
+def paired_ratio(times: dict[str, list[float]], slower: str, faster: str) -> float:
+    """Median over rounds of ``slower``'s time / ``faster``'s time in the same round.
+
+    Within a round the two ran back to back, so a disturbance that lasts longer than
+    a run slows both alike; the median then drops the rounds a brief one hit.
+    """
+    return statistics.median(a / b for a, b in zip(times[slower], times[faster], strict=True))
 
 
 def bench_training(cls, labels, weights, mask, repeats: int) -> list[dict]:
@@ -119,16 +128,16 @@ def bench_training(cls, labels, weights, mask, repeats: int) -> list[dict]:
             "baseline": lambda c=config, s=baseline_step: baseline_train(c, cls, labels, s),
         }
         say(f"training, {name}: compiling")
-        compile_times = best_of(measures, 1)
+        compile_times = {k: v[0] for k, v in interleaved(measures, 1).items()}
         say(f"training, {name}: {repeats} interleaved runs of {steps} steps each")
-        times = best_of(measures, repeats)
-        per_second = {k: steps / t for k, t in times.items()}
+        times = interleaved(measures, repeats)
+        per_second = {k: steps / min(t) for k, t in times.items()}
         results.append({
             "config": name, "steps": steps, "steps_per_s": per_second,
             "first_run_s": compile_times,
             "flops_per_step": train_step_flops(config, cls.shape[1], labels.shape[1]),
-            "vs_baseline": per_second["trainer"] / per_second["baseline"],
-            "guard_overhead": times["trainer"] / times["guard off"] - 1,
+            "vs_baseline": paired_ratio(times, "baseline", "trainer"),
+            "guard_overhead": paired_ratio(times, "trainer", "guard off") - 1,
         })
         say(json.dumps(results[-1]))
     return results
@@ -191,7 +200,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=Path("/tmp/nozero-bench-trainer"),
                         help="synthetic shards (made here if missing)")
-    parser.add_argument("--repeats", type=int, default=16)
+    parser.add_argument("--repeats", type=int, default=18,
+                        help="interleaved rounds (a multiple of 3: each contender runs in each "
+                             "place equally often)")
     parser.add_argument("--row-by-row-rows", type=int, default=10_000,
                         help="rows the slow row-by-row loader reads (its rows/s is reported)")
     parser.add_argument("--out", type=Path, default=HERE / "trainer_results.json")
