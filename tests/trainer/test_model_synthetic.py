@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
 from nozero_trainer.data import load_split
 from nozero_trainer.heads import DEFAULT_HEADS
-from nozero_trainer.model import apply_model, init_params
+from nozero_trainer.model import NARROW_LAYER, apply_model, init_params, matmul_transposed_grad
 from nozero_trainer.synthetic import make_data
 
 
@@ -22,6 +23,23 @@ def test_mlp_and_linear_heads():
     x = np.ones((4, 32), np.float32)
     assert apply_model(mlp, x).shape == (4, 5)
     np.testing.assert_allclose(apply_model(linear, x), x @ linear[0]["w"], rtol=1e-5)
+
+
+@pytest.mark.parametrize("fan_out", [NARROW_LAYER // 2, NARROW_LAYER * 4])
+def test_transposed_weight_gradient_matches_autodiff(fan_out):
+    # Both of its branches (a narrow layer's, a wide layer's) must give the gradients
+    # that autodiff gives for a plain ``x @ w``.
+    kx, kw = jax.random.split(jax.random.PRNGKey(1))
+    x = jax.random.normal(kx, (24, 40))
+    w = jax.random.normal(kw, (40, fan_out))
+
+    def loss(matmul):
+        return lambda x, w: jnp.sum(jnp.sin(matmul(x, w)))
+
+    want = jax.grad(loss(jnp.matmul), argnums=(0, 1))(x, w)
+    got = jax.grad(loss(matmul_transposed_grad), argnums=(0, 1))(x, w)
+    for g, wanted in zip(got, want, strict=True):
+        np.testing.assert_allclose(g, wanted, rtol=1e-5, atol=1e-5)
 
 
 def test_init_is_seeded_and_truncated():
