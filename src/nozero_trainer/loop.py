@@ -109,6 +109,9 @@ def _all_finite(tree: Any) -> jax.Array:
     return jnp.all(jnp.stack([jnp.all(jnp.isfinite(leaf)) for leaf in jax.tree.leaves(tree)]))
 
 
+_check_params = jax.jit(_all_finite)  # for syncs outside a chunk (``train_on_batches``)
+
+
 class _Compiled(NamedTuple):
     single: Callable[..., Any]  # one step per call
     chunk: Callable[..., Any]  # a scan of steps over rows gathered from on-device data
@@ -205,8 +208,6 @@ def _columns(outputs: list[np.ndarray]) -> dict[str, np.ndarray]:
     host = np.concatenate([o.reshape(-1, len(STEP_FIELDS)) for o in outputs]).astype(np.float32)
     return {k: host[:, i] for i, k in enumerate(STEP_FIELDS)}
 
-
-_check_params = jax.jit(_all_finite)
 
 # Rebuilds the state at a step (second argument) from an earlier confirmed state by
 # running the same steps again with the already compiled single-step function.
