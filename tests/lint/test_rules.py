@@ -4,6 +4,8 @@ registry's contract (codes, names, documentation) that the command line relies o
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 
 import pytest
 
@@ -103,3 +105,32 @@ def test_the_documented_example_is_flagged(rule):
     assert example is not None
     findings = lint_source(example.group(1), select={rule.code}, require_reason=True)
     assert rule.code in {f.code for f in findings}
+
+
+def test_catalog_and_prefilter_import_without_libcst():
+    """Listing rules and screening files must not pay for libcst's import."""
+    code = (
+        "import sys\n"
+        "from nozero.lint import catalog, prefilter\n"
+        "assert catalog.entry('NZ101').name == 'nan-to-num-on-signal'\n"
+        "assert prefilter.could_hold_finding('g = jnp.nan_to_num(g)')\n"
+        "print('libcst' in sys.modules)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
+    )
+    assert done.stdout.strip() == "False", done.stderr
+
+
+def test_every_rule_class_takes_its_metadata_from_the_catalog():
+    from nozero.lint import catalog
+
+    for rule in ALL_RULES:
+        entry = catalog.entry(rule.code)
+        assert (rule.name, rule.message, rule.doc, rule.default_enabled) == (
+            entry.name,
+            entry.message,
+            entry.doc,
+            entry.default,
+        )
+    assert {rule.code for rule in ALL_RULES} == set(catalog.CATALOG)

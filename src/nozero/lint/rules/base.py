@@ -17,7 +17,7 @@ from typing import ClassVar
 import libcst as cst
 from libcst.metadata import CodeRange, PositionProvider
 
-from nozero.lint import vocab
+from nozero.lint import catalog, vocab
 from nozero.lint.imports import last_part, resolve
 from nozero.lint.signal import FileFacts
 
@@ -35,7 +35,8 @@ class Hit:
 
 
 class Rule:
-    """One concern, with its documentation and the examples the test suite runs."""
+    """One concern, with the examples the test suite runs. Its code names its entry in
+    the catalogue, where its name, message, page text and default live."""
 
     code: ClassVar[str]
     name: ClassVar[str]
@@ -44,6 +45,14 @@ class Rule:
     default_enabled: ClassVar[bool] = True
     VALID: ClassVar[list[str]] = []
     INVALID: ClassVar[list[str]] = []
+
+    def __init_subclass__(cls, **kwargs: object) -> None:
+        super().__init_subclass__(**kwargs)
+        if "code" in cls.__dict__:
+            entry = catalog.entry(cls.code)
+            cls.name, cls.message, cls.doc = entry.name, entry.message, entry.doc
+            cls.default_enabled = entry.default
+
     # libcst node types handed to ``check``; empty for rules the engine applies itself.
     node_types: ClassVar[tuple[type[cst.CSTNode], ...]] = ()
 

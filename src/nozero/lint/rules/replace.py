@@ -12,8 +12,12 @@ from nozero.lint.rules.base import Context, Rule
 # Functions that apply another function over a pytree or a list, and gradient hooks.
 _MAPPERS = frozenset({"tree_map", "map", "map_structure", "tree_map_with_path"})
 _HOOKS = frozenset(
-    {"register_hook", "register_full_backward_hook", "register_backward_hook",
-     "register_post_accumulate_grad_hook"}
+    {
+        "register_hook",
+        "register_full_backward_hook",
+        "register_backward_hook",
+        "register_post_accumulate_grad_hook",
+    }
 )
 _NUMBER = m.Integer() | m.Float() | m.Imaginary()
 
@@ -48,8 +52,10 @@ def _is_sanitizer_value(node: cst.BaseExpression, ctx: Context) -> bool:
         name = node.value if isinstance(node, cst.Name) else node.attr.value
         if last_part(ctx.qualified(node)) in vocab.SANITIZERS:
             return True
-        return isinstance(node, cst.Name) and ctx.facts.defines_function(name) and (
-            ctx.facts.is_sanitizer_helper(name)
+        return (
+            isinstance(node, cst.Name)
+            and ctx.facts.defines_function(name)
+            and (ctx.facts.is_sanitizer_helper(name))
         )
     if isinstance(node, cst.Call) and ctx.called(node) == "partial" and node.args:
         return _is_sanitizer_value(node.args[0].value, ctx)
@@ -77,29 +83,6 @@ def _in_mapped_lambda(ctx: Context) -> bool:
 
 class NanToNumOnSignal(Rule):
     code = "NZ101"
-    name = "nan-to-num-on-signal"
-    message = "nan_to_num on training signal hides a non-finite value instead of stopping"
-    doc = """\
-## What it flags
-`nan_to_num` (numpy, jax.numpy, torch; also `torch.nan_to_num_`, the `.nan_to_num_()`
-tensor method and the `out=` form) applied to loss, gradients, updates, parameters or
-optimizer state, directly or through a helper function in the same file.
-
-## Why it is harmful
-A NaN or Inf in the loss or a gradient means the run has already gone wrong: a bad batch,
-an overflow, a bug. Replacing it with zero (or a large finite number) lets training go
-on with corrupted statistics and hides the step where it happened.
-
-## Example
-```python
-grads = jax.grad(loss_fn)(params, batch)
-grads = jnp.nan_to_num(grads, nan=0.0, posinf=0.0, neginf=0.0)
-```
-
-## Use instead
-Check and stop: `nozero.check_finite(loss=loss, grad_norm=optax.global_norm(grads),
-step=step)` raises the documented error. Clean *input data* where it is loaded instead.
-"""
     VALID = [
         "import numpy as np\nfeatures = np.nan_to_num(features)\n",
         "import jax.numpy as jnp\nval_loss = jnp.nan_to_num(val_loss)\n",
@@ -131,8 +114,9 @@ step=step)` raises the documented error. Clean *input data* where it is loaded i
         if ctx.called(node) not in vocab.SANITIZERS:
             return
         subjects = [a.value for a in node.args if a.keyword is None][:1]
-        subjects += [a.value for a in node.args if a.keyword and a.keyword.value in
-                     ("x", "input", "out")]
+        subjects += [
+            a.value for a in node.args if a.keyword and a.keyword.value in ("x", "input", "out")
+        ]
         if isinstance(node.func, cst.Attribute):
             subjects.append(node.func.value)
         if any(ctx.is_signal(s) for s in subjects):
@@ -141,29 +125,6 @@ step=step)` raises the documented error. Clean *input data* where it is loaded i
 
 class NanToNumMapped(Rule):
     code = "NZ102"
-    name = "nan-to-num-mapped-over-signal"
-    message = "nan_to_num mapped over gradients or registered as a gradient hook"
-    doc = """\
-## What it flags
-`nan_to_num` passed as a function value: mapped over a tree of training signal
-(`jax.tree.map`, `jax.tree_util.tree_map`, `tf.nest.map_structure`, `map`) or registered
-as a gradient hook (`tensor.register_hook`, module backward hooks), including
-`functools.partial(nan_to_num, ...)` and lambdas that call it.
-
-## Why it is harmful
-A hook or a tree map runs on every gradient of every step: a NaN anywhere is silently
-turned into zero and the run continues on corrupted updates.
-
-## Example
-```python
-for p in model.parameters():
-    p.register_hook(torch.nan_to_num)
-```
-
-## Use instead
-Let the non-finite value through and check it once per step, raising the documented
-error (`nozero.check_finite`).
-"""
     VALID = [
         "import jax, jax.numpy as jnp\nbatch = jax.tree.map(jnp.nan_to_num, batch)\n",
         "import jax\nimport jax.numpy as jnp\ngrads = jax.tree.map(jnp.sqrt, grads)\n",
@@ -192,28 +153,6 @@ error (`nozero.check_finite`).
 
 class WhereSubstitutes(Rule):
     code = "NZ103"
-    name = "where-substitutes-non-finite"
-    message = "where(isnan/isinf/isfinite(...)) replaces non-finite training signal"
-    doc = """\
-## What it flags
-`where(isnan(x), constant, x)` and its variants (`isinf`, `~isfinite`, `x != x`,
-`tf.where(tf.math.is_nan(x), tf.zeros_like(x), x)`) on training signal, where one branch
-is a constant, zeros or ones; and the conditional expression
-`loss if math.isfinite(loss) else 0.0`.
-
-## Why it is harmful
-It is `nan_to_num` written by hand: the NaN disappears, the optimizer steps on made-up
-values, and nothing records that the step was bad.
-
-## Example
-```python
-grads = jnp.where(jnp.isnan(grads), 0.0, grads)
-```
-
-## Use instead
-Raise on the first non-finite step (`nozero.check_finite`). A `where` over a padding mask
-or over input features is fine and not flagged.
-"""
     VALID = [
         "import jax.numpy as jnp\nlogits = jnp.where(mask, logits, -1e9)\n",
         "import jax.numpy as jnp\nx = jnp.where(jnp.isnan(features), 0.0, features)\n",
@@ -223,8 +162,7 @@ or over input features is fine and not flagged.
     INVALID = [
         "import jax.numpy as jnp\ngrads = jnp.where(jnp.isnan(grads), 0.0, grads)\n",
         "import torch\nloss = torch.where(torch.isfinite(loss), loss, torch.zeros_like(loss))\n",
-        "import tensorflow as tf\n"
-        "g = tf.where(tf.math.is_nan(g), tf.zeros_like(g), g)\n",
+        "import tensorflow as tf\ng = tf.where(tf.math.is_nan(g), tf.zeros_like(g), g)\n",
         "import jax.numpy as xp\nupdates = xp.where(updates != updates, 0, updates)\n",
         "import math\nloss = loss if math.isfinite(loss) else 0.0\n",
     ]
@@ -250,25 +188,6 @@ or over input features is fine and not flagged.
 
 class MaskedFillNonFinite(Rule):
     code = "NZ104"
-    name = "masked-fill-non-finite"
-    message = "masked_fill over a non-finite mask replaces training signal"
-    doc = """\
-## What it flags
-`x.masked_fill(isnan(x), 0)`, `masked_fill_` and `torch.masked_fill(x, isnan(x), 0)` where
-the mask tests training signal for NaN or Inf.
-
-## Why it is harmful
-It zeroes exactly the values that say the step went wrong, and training goes on.
-
-## Example
-```python
-grad = grad.masked_fill(torch.isnan(grad), 0.0)
-```
-
-## Use instead
-Raise on the first non-finite step. `masked_fill` with a padding or attention mask is
-fine and not flagged.
-"""
     VALID = [
         "scores = scores.masked_fill(~attention_mask, float('-inf'))\n",
         "import torch\nx = x.masked_fill(torch.isnan(x), 0.0)\n",
@@ -292,26 +211,6 @@ fine and not flagged.
 
 class MaskedAssignment(Rule):
     code = "NZ105"
-    name = "masked-assignment-of-non-finite"
-    message = "assignment through a non-finite mask overwrites training signal"
-    doc = """\
-## What it flags
-Overwriting the non-finite entries of training signal through an index mask:
-`g[isnan(g)] = 0`, `g[g != g] = 0`, `p.grad[~torch.isfinite(p.grad)] = 0`, and JAX's
-`g.at[jnp.isnan(g)].set(0)`.
-
-## Why it is harmful
-It is `nan_to_num` by hand: the evidence of a bad step is erased and the run goes on.
-
-## Example
-```python
-grads[grads != grads] = 0
-```
-
-## Use instead
-Raise on the first non-finite step. Dropping or filling non-finite *input rows* while
-loading data is fine and not flagged.
-"""
     VALID = [
         "import numpy as np\nfeatures[np.isnan(features)] = 0.0\n",
         "x[mask] = 0\n",
@@ -349,5 +248,9 @@ loading data is fine and not flagged.
 
 
 RULES: list[type[Rule]] = [
-    NanToNumOnSignal, NanToNumMapped, WhereSubstitutes, MaskedFillNonFinite, MaskedAssignment,
+    NanToNumOnSignal,
+    NanToNumMapped,
+    WhereSubstitutes,
+    MaskedFillNonFinite,
+    MaskedAssignment,
 ]

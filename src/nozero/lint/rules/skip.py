@@ -38,8 +38,10 @@ def _skip_kind(node: cst.If, ctx: Context) -> str | None:
     tested = _names(node.test)
     for branch in _branches(node):
         for child in walk(branch):
-            if isinstance(child, cst.Return) and child.value is not None and (
-                _names(child.value) & tested
+            if (
+                isinstance(child, cst.Return)
+                and child.value is not None
+                and (_names(child.value) & tested)
             ):
                 return None
             if isinstance(child, _SKIPS):
@@ -72,33 +74,6 @@ def _unguarded_check(node: cst.CSTNode, ctx: Context) -> str | None:
 
 class SkipStepOnNonFinite(Rule):
     code = "NZ201"
-    name = "skip-step-on-non-finite"
-    message = "a non-finite loss/gradient check skips the step instead of raising"
-    doc = """\
-## What it flags
-An `if` that tests loss or gradients for NaN/Inf (`isnan`, `isinf`, `isfinite`,
-`math.isnan`, `x != x`, a same-file helper that does) and whose branch skips: `continue`,
-`break`, `pass`, `return` (of the old state or `None`), `optimizer.zero_grad()` — without
-raising.
-
-## Why it is harmful
-Skipping hides the bad step: the data or the bug that produced it is never looked at, and
-if it happens on every step the run "trains" for hours without learning anything.
-
-## Example
-```python
-if torch.isnan(loss):
-    optimizer.zero_grad()
-    continue
-```
-
-## Use instead
-```python
-if not math.isfinite(loss.item()):
-    raise NonFiniteError(step, loss.item(), grad_norm)
-```
-(or `nozero.check_finite(loss=..., grad_norm=..., step=...)`).
-"""
     VALID = [
         "import math\nif math.isnan(loss):\n    raise FloatingPointError('nan loss')\n",
         "import numpy as np\nfor row in rows:\n    if np.isnan(row).any():\n        continue\n",
@@ -127,29 +102,6 @@ if not math.isfinite(loss.item()):
 
 class ContinuesPastNonFinite(Rule):
     code = "NZ202"
-    name = "continue-past-non-finite"
-    message = "a non-finite loss/gradient check does not stop training"
-    doc = """\
-## What it flags
-An `if` in a training loop (or guarding an optimizer step) that tests loss or gradients
-for NaN/Inf but neither raises nor stops: it only logs or counts, or it guards the update
-(`if isfinite(loss): optimizer.step()`), so the loop goes on with the next batch.
-
-## Why it is harmful
-A warning in a log is not investigation: the run continues past the bad step, and the
-first non-finite step, the one that matters, scrolls away.
-
-## Example
-```python
-for step, batch in enumerate(loader):
-    loss = train_step(batch)
-    if not math.isfinite(loss):
-        logger.warning("non-finite loss at %d", step)
-```
-
-## Use instead
-Raise the documented error (`nozero.check_finite`) at the first non-finite step.
-"""
     VALID = [
         "import math\nif not math.isfinite(loss):\n"
         "    logger.error('nan')\n    raise SystemExit(1)\n",

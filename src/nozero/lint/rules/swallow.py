@@ -57,31 +57,6 @@ def _ends_run(handler: cst.ExceptHandler, ctx: Context) -> bool:
 
 class SwallowedFloatingPointError(Rule):
     code = "NZ301"
-    name = "swallowed-floating-point-error"
-    message = "except clause catches the non-finite failure and training goes on"
-    doc = """\
-## What it flags
-`except FloatingPointError` / `ArithmeticError` around code that
-touches loss or gradients, and `except NonFiniteError` anywhere, whose handler does not
-raise again.
-
-## Why it is harmful
-`np.errstate(all="raise")`, `torch.autograd.detect_anomaly()` or `nozero.check_finite`
-turned the NaN into an exception precisely so that training stops; catching it and
-moving on undoes that.
-
-## Example
-```python
-try:
-    loss = train_step(batch)
-except FloatingPointError:
-    continue
-```
-
-## Use instead
-Let the exception propagate, or re-raise it after saving what helps the investigation
-(`raise` at the end of the handler).
-"""
     VALID = [
         "try:\n    loss = step(batch)\nexcept FloatingPointError:\n    save_debug(batch)\n"
         "    raise\n",
@@ -113,33 +88,6 @@ Let the exception propagate, or re-raise it after saving what helps the investig
 
 class InspectedRuntimeError(Rule):
     code = "NZ302"
-    name = "inspected-runtime-error"
-    message = "except clause inspects a non-finite error message and training goes on"
-    doc = """\
-## What it flags
-`except RuntimeError` (or `Exception`, `BaseException`) whose handler looks for "nan",
-"inf" or "non-finite" in the message (a string literal that starts with the word, as in
-`"nan" in str(err)`) and, in that branch, does not raise.
-
-## Why it is harmful
-Frameworks report non-finite values as `RuntimeError` (`detect_anomaly`,
-`clip_grad_norm_(error_if_nonfinite=True)`, the documented nozero error). Matching the
-message to carry on is a hand-written "skip the NaN step".
-
-## Example
-```python
-for batch in loader:
-    try:
-        train_step(batch)
-    except RuntimeError as err:
-        if "nan" in str(err).lower():
-            continue
-        raise
-```
-
-## Use instead
-Let the error propagate.
-"""
     VALID = [
         "try:\n    run()\nexcept RuntimeError as err:\n    if 'nan' in str(err):\n"
         "        raise SystemExit('non-finite loss') from err\n    raise\n",

@@ -45,27 +45,7 @@ class _OptaxSwitch(Rule):
 
 class OptaxApplyIfFinite(_OptaxSwitch):
     code = "NZ401"
-    name = "optax-apply-if-finite"
     switch = "apply_if_finite"
-    message = "optax.apply_if_finite skips non-finite updates and keeps training"
-    doc = """\
-## What it flags
-`optax.apply_if_finite(optimizer, max_consecutive_errors)`, under any import alias.
-
-## Why it is harmful
-It drops every update with a NaN or Inf and carries on until a number of *consecutive*
-failures: isolated bad steps are never reported, and the run's statistics silently
-include skipped batches.
-
-## Example
-```python
-tx = optax.apply_if_finite(optax.adamw(1e-3), max_consecutive_errors=5)
-```
-
-## Use instead
-Keep the plain optimizer and check the loss and the global gradient norm every step,
-raising the documented error (`nozero.check_finite`).
-"""
     VALID = [
         "import optax\ntx = optax.chain(optax.clip_by_global_norm(1.0), optax.adamw(1e-3))\n",
         "# optax.apply_if_finite would hide NaNs\nnote = 'apply_if_finite'\n",
@@ -79,25 +59,7 @@ raising the documented error (`nozero.check_finite`).
 
 class OptaxZeroNans(_OptaxSwitch):
     code = "NZ402"
-    name = "optax-zero-nans"
     switch = "zero_nans"
-    message = "optax.zero_nans replaces NaN updates with zeros"
-    doc = """\
-## What it flags
-`optax.zero_nans()` in an optimizer chain.
-
-## Why it is harmful
-Every NaN in the updates becomes a zero, on every step, with no report: the model keeps
-training on whatever part of the gradient survived.
-
-## Example
-```python
-tx = optax.chain(optax.zero_nans(), optax.adam(1e-3))
-```
-
-## Use instead
-Drop it, and stop at the first non-finite loss or gradient norm (`nozero.check_finite`).
-"""
     VALID = ["import optax\ntx = optax.chain(optax.clip(1.0), optax.adam(1e-3))\n"]
     INVALID = [
         "import optax\ntx = optax.chain(optax.zero_nans(), optax.adam(1e-3))\n",
@@ -107,26 +69,7 @@ Drop it, and stop at the first non-finite loss or gradient norm (`nozero.check_f
 
 class OptaxSkipNotFinite(_OptaxSwitch):
     code = "NZ403"
-    name = "optax-skip-not-finite"
     switch = "skip_not_finite"
-    message = "optax.skip_not_finite skips accumulated steps with non-finite gradients"
-    doc = """\
-## What it flags
-`optax.skip_not_finite`, typically passed as `should_skip_update_fn` to
-`optax.MultiSteps`.
-
-## Why it is harmful
-Steps whose gradients hold a NaN or Inf are silently dropped from the accumulation; the
-run never says that (or where) it happened.
-
-## Example
-```python
-tx = optax.MultiSteps(opt, every_k_schedule=4, should_skip_update_fn=optax.skip_not_finite)
-```
-
-## Use instead
-Leave `should_skip_update_fn` unset and check every step (`nozero.check_finite`).
-"""
     VALID = ["import optax\ntx = optax.MultiSteps(opt, every_k_schedule=4)\n"]
     INVALID = [
         "import optax\n"
@@ -154,8 +97,7 @@ class _SwitchOff(Rule):
         else:
             assert isinstance(node, cst.Assign)
             hit = any(
-                m.matches(t.target, m.Attribute(attr=m.Name(self.keyword)))
-                for t in node.targets
+                m.matches(t.target, m.Attribute(attr=m.Name(self.keyword))) for t in node.targets
             )
         if hit and m.matches(node.value, self.bad_value):
             ctx.report(node, self)
@@ -163,28 +105,8 @@ class _SwitchOff(Rule):
 
 class ClipGradNormNonFiniteOff(_SwitchOff):
     code = "NZ404"
-    name = "error-if-nonfinite-false"
     keyword = vocab.NONFINITE_KEYWORD
     bad_value = _FALSE
-    message = "error_if_nonfinite=False lets gradient clipping go on with a non-finite norm"
-    doc = """\
-## What it flags
-`torch.nn.utils.clip_grad_norm_(..., error_if_nonfinite=False)`, and the same setting in
-a configuration dict (`{"error_if_nonfinite": False}`, `dict(error_if_nonfinite=False)`)
-or on a config object.
-
-## Why it is harmful
-With a NaN or Inf total norm, clipping multiplies every gradient by a non-finite factor
-and the optimizer steps on it; the setting says "do not tell me".
-
-## Example
-```python
-torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0, error_if_nonfinite=False)
-```
-
-## Use instead
-`error_if_nonfinite=True`, which raises a `RuntimeError` naming the non-finite norm.
-"""
     VALID = [
         "import torch\ntorch.nn.utils.clip_grad_norm_(model.parameters(), 1.0, "
         "error_if_nonfinite=True)\n",
@@ -200,28 +122,8 @@ torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0, error_if_nonfinite=False
 
 class LoggingNanInfFilter(_SwitchOff):
     code = "NZ405"
-    name = "logging-nan-inf-filter"
     keyword = vocab.NAN_FILTER_KEYWORD
     bad_value = _TRUE
-    message = "logging_nan_inf_filter=True hides non-finite losses from the training log"
-    doc = """\
-## What it flags
-Hugging Face `TrainingArguments(logging_nan_inf_filter=True)` set explicitly (also as a
-config key or attribute).
-
-## Why it is harmful
-The logged loss of a window that contained a NaN or Inf step is replaced by the average
-of the finite steps: the log says training is healthy while it is not, and training goes
-on.
-
-## Example
-```python
-args = TrainingArguments(output_dir="out", logging_nan_inf_filter=True)
-```
-
-## Use instead
-`logging_nan_inf_filter=False`, and a check that stops at the first non-finite loss.
-"""
     VALID = ["args = TrainingArguments(output_dir='out', logging_nan_inf_filter=False)\n"]
     INVALID = [
         "args = TrainingArguments(output_dir='out', logging_nan_inf_filter=True)\n",
@@ -231,31 +133,6 @@ args = TrainingArguments(output_dir="out", logging_nan_inf_filter=True)
 
 class KeepOldOnNonFinite(Rule):
     code = "NZ410"
-    name = "keep-old-state-on-non-finite"
-    message = "the update is dropped (old state kept) when it is non-finite, and nothing raises"
-    doc = """\
-## What it flags
-`lax.cond`, `lax.select`, `where` or a conditional expression (`new if ok else old`)
-that chooses between the new and the old parameters,
-optimizer state or updates on a finiteness test of the loss or gradients — unless the
-same function raises, or keeps the failure (returns it, stores it, passes it to a
-callback) so that a caller can raise.
-
-## Why it is harmful
-It is the device-side form of "skip the step": the bad step leaves no trace, and if every
-step is bad the run keeps the initial parameters forever while reporting progress.
-
-## Example
-```python
-ok = jnp.isfinite(loss) & jnp.isfinite(optax.global_norm(grads))
-params = jax.tree.map(lambda n, o: jnp.where(ok, n, o), new_params, params)
-```
-
-## Use instead
-Keep the guard if it protects a checkpoint, but record the failure and raise on the host:
-return `ok` (or the first bad step) with the new state and raise the documented error
-when it is false.
-"""
     VALID = [
         "import jax, jax.numpy as jnp\n"
         "def step(params, new_params, loss):\n"
@@ -297,6 +174,10 @@ when it is false.
 
 
 RULES: list[type[Rule]] = [
-    OptaxApplyIfFinite, OptaxZeroNans, OptaxSkipNotFinite, ClipGradNormNonFiniteOff,
-    LoggingNanInfFilter, KeepOldOnNonFinite,
+    OptaxApplyIfFinite,
+    OptaxZeroNans,
+    OptaxSkipNotFinite,
+    ClipGradNormNonFiniteOff,
+    LoggingNanInfFilter,
+    KeepOldOnNonFinite,
 ]

@@ -1,0 +1,500 @@
+"""Every rule's metadata, without libcst: code, name, message, page text, default.
+
+The command line lists, selects and documents rules from here without importing the
+rules themselves (which need libcst); each rule class reads its metadata from here by
+its code, so the two never disagree.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class RuleEntry:
+    """One rule as users see it: ``default`` says whether it runs without ``--select``."""
+
+    code: str
+    name: str
+    message: str
+    default: bool
+    doc: str
+
+    @property
+    def default_enabled(self) -> bool:
+        return self.default
+
+
+ENTRIES: tuple[RuleEntry, ...] = (
+    RuleEntry(
+        code="NZ001",
+        name="syntax-error",
+        message="syntax error",
+        default=True,
+        doc="""\
+## What it flags
+A file that does not parse; the finding carries the parser's message and position.
+
+## Why it is harmful
+Nothing in the file can be checked, so a zero-and-continue pattern in it would go
+unnoticed.
+
+## Example
+```python
+def step(grads:
+```
+
+## Use instead
+Fix the syntax error.
+""",
+    ),
+    RuleEntry(
+        code="NZ002",
+        name="noqa-without-reason",
+        message="noqa without a reason: write why after the code (# noqa: NZ101 fp16 scaling)",
+        default=True,
+        doc="""\
+## What it flags
+With `--require-reason`, a `# noqa` comment that suppresses a finding but gives no text
+after its codes. Such a comment does not suppress the finding.
+
+## Why it is harmful
+A suppression of a zero-and-continue finding is an exception to the project's rule; the
+next reader needs to know why it is safe.
+
+## Example
+```python
+grads = jnp.nan_to_num(grads)  # noqa: NZ101
+```
+
+## Use instead
+```python
+grads = jnp.nan_to_num(grads)  # noqa: NZ101 padding rows carry no gradient
+```
+""",
+    ),
+    RuleEntry(
+        code="NZ101",
+        name="nan-to-num-on-signal",
+        message="nan_to_num on training signal hides a non-finite value instead of stopping",
+        default=True,
+        doc="""\
+## What it flags
+`nan_to_num` (numpy, jax.numpy, torch; also `torch.nan_to_num_`, the `.nan_to_num_()`
+tensor method and the `out=` form) applied to loss, gradients, updates, parameters or
+optimizer state, directly or through a helper function in the same file.
+
+## Why it is harmful
+A NaN or Inf in the loss or a gradient means the run has already gone wrong: a bad batch,
+an overflow, a bug. Replacing it with zero (or a large finite number) lets training go
+on with corrupted statistics and hides the step where it happened.
+
+## Example
+```python
+grads = jax.grad(loss_fn)(params, batch)
+grads = jnp.nan_to_num(grads, nan=0.0, posinf=0.0, neginf=0.0)
+```
+
+## Use instead
+Check and stop: `nozero.check_finite(loss=loss, grad_norm=optax.global_norm(grads),
+step=step)` raises the documented error. Clean *input data* where it is loaded instead.
+""",
+    ),
+    RuleEntry(
+        code="NZ102",
+        name="nan-to-num-mapped-over-signal",
+        message="nan_to_num mapped over gradients or registered as a gradient hook",
+        default=True,
+        doc="""\
+## What it flags
+`nan_to_num` passed as a function value: mapped over a tree of training signal
+(`jax.tree.map`, `jax.tree_util.tree_map`, `tf.nest.map_structure`, `map`) or registered
+as a gradient hook (`tensor.register_hook`, module backward hooks), including
+`functools.partial(nan_to_num, ...)` and lambdas that call it.
+
+## Why it is harmful
+A hook or a tree map runs on every gradient of every step: a NaN anywhere is silently
+turned into zero and the run continues on corrupted updates.
+
+## Example
+```python
+for p in model.parameters():
+    p.register_hook(torch.nan_to_num)
+```
+
+## Use instead
+Let the non-finite value through and check it once per step, raising the documented
+error (`nozero.check_finite`).
+""",
+    ),
+    RuleEntry(
+        code="NZ103",
+        name="where-substitutes-non-finite",
+        message="where(isnan/isinf/isfinite(...)) replaces non-finite training signal",
+        default=True,
+        doc="""\
+## What it flags
+`where(isnan(x), constant, x)` and its variants (`isinf`, `~isfinite`, `x != x`,
+`tf.where(tf.math.is_nan(x), tf.zeros_like(x), x)`) on training signal, where one branch
+is a constant, zeros or ones; and the conditional expression
+`loss if math.isfinite(loss) else 0.0`.
+
+## Why it is harmful
+It is `nan_to_num` written by hand: the NaN disappears, the optimizer steps on made-up
+values, and nothing records that the step was bad.
+
+## Example
+```python
+grads = jnp.where(jnp.isnan(grads), 0.0, grads)
+```
+
+## Use instead
+Raise on the first non-finite step (`nozero.check_finite`). A `where` over a padding mask
+or over input features is fine and not flagged.
+""",
+    ),
+    RuleEntry(
+        code="NZ104",
+        name="masked-fill-non-finite",
+        message="masked_fill over a non-finite mask replaces training signal",
+        default=True,
+        doc="""\
+## What it flags
+`x.masked_fill(isnan(x), 0)`, `masked_fill_` and `torch.masked_fill(x, isnan(x), 0)` where
+the mask tests training signal for NaN or Inf.
+
+## Why it is harmful
+It zeroes exactly the values that say the step went wrong, and training goes on.
+
+## Example
+```python
+grad = grad.masked_fill(torch.isnan(grad), 0.0)
+```
+
+## Use instead
+Raise on the first non-finite step. `masked_fill` with a padding or attention mask is
+fine and not flagged.
+""",
+    ),
+    RuleEntry(
+        code="NZ105",
+        name="masked-assignment-of-non-finite",
+        message="assignment through a non-finite mask overwrites training signal",
+        default=True,
+        doc="""\
+## What it flags
+Overwriting the non-finite entries of training signal through an index mask:
+`g[isnan(g)] = 0`, `g[g != g] = 0`, `p.grad[~torch.isfinite(p.grad)] = 0`, and JAX's
+`g.at[jnp.isnan(g)].set(0)`.
+
+## Why it is harmful
+It is `nan_to_num` by hand: the evidence of a bad step is erased and the run goes on.
+
+## Example
+```python
+grads[grads != grads] = 0
+```
+
+## Use instead
+Raise on the first non-finite step. Dropping or filling non-finite *input rows* while
+loading data is fine and not flagged.
+""",
+    ),
+    RuleEntry(
+        code="NZ201",
+        name="skip-step-on-non-finite",
+        message="a non-finite loss/gradient check skips the step instead of raising",
+        default=True,
+        doc="""\
+## What it flags
+An `if` that tests loss or gradients for NaN/Inf (`isnan`, `isinf`, `isfinite`,
+`math.isnan`, `x != x`, a same-file helper that does) and whose branch skips: `continue`,
+`break`, `pass`, `return` (of the old state or `None`), `optimizer.zero_grad()` — without
+raising.
+
+## Why it is harmful
+Skipping hides the bad step: the data or the bug that produced it is never looked at, and
+if it happens on every step the run "trains" for hours without learning anything.
+
+## Example
+```python
+if torch.isnan(loss):
+    optimizer.zero_grad()
+    continue
+```
+
+## Use instead
+```python
+if not math.isfinite(loss.item()):
+    raise NonFiniteError(step, loss.item(), grad_norm)
+```
+(or `nozero.check_finite(loss=..., grad_norm=..., step=...)`).
+""",
+    ),
+    RuleEntry(
+        code="NZ202",
+        name="continue-past-non-finite",
+        message="a non-finite loss/gradient check does not stop training",
+        default=True,
+        doc="""\
+## What it flags
+An `if` in a training loop (or guarding an optimizer step) that tests loss or gradients
+for NaN/Inf but neither raises nor stops: it only logs or counts, or it guards the update
+(`if isfinite(loss): optimizer.step()`), so the loop goes on with the next batch.
+
+## Why it is harmful
+A warning in a log is not investigation: the run continues past the bad step, and the
+first non-finite step, the one that matters, scrolls away.
+
+## Example
+```python
+for step, batch in enumerate(loader):
+    loss = train_step(batch)
+    if not math.isfinite(loss):
+        logger.warning("non-finite loss at %d", step)
+```
+
+## Use instead
+Raise the documented error (`nozero.check_finite`) at the first non-finite step.
+""",
+    ),
+    RuleEntry(
+        code="NZ301",
+        name="swallowed-floating-point-error",
+        message="except clause catches the non-finite failure and training goes on",
+        default=True,
+        doc="""\
+## What it flags
+`except FloatingPointError` / `ArithmeticError` around code that
+touches loss or gradients, and `except NonFiniteError` anywhere, whose handler does not
+raise again.
+
+## Why it is harmful
+`np.errstate(all="raise")`, `torch.autograd.detect_anomaly()` or `nozero.check_finite`
+turned the NaN into an exception precisely so that training stops; catching it and
+moving on undoes that.
+
+## Example
+```python
+try:
+    loss = train_step(batch)
+except FloatingPointError:
+    continue
+```
+
+## Use instead
+Let the exception propagate, or re-raise it after saving what helps the investigation
+(`raise` at the end of the handler).
+""",
+    ),
+    RuleEntry(
+        code="NZ302",
+        name="inspected-runtime-error",
+        message="except clause inspects a non-finite error message and training goes on",
+        default=True,
+        doc="""\
+## What it flags
+`except RuntimeError` (or `Exception`, `BaseException`) whose handler looks for "nan",
+"inf" or "non-finite" in the message (a string literal that starts with the word, as in
+`"nan" in str(err)`) and, in that branch, does not raise.
+
+## Why it is harmful
+Frameworks report non-finite values as `RuntimeError` (`detect_anomaly`,
+`clip_grad_norm_(error_if_nonfinite=True)`, the documented nozero error). Matching the
+message to carry on is a hand-written "skip the NaN step".
+
+## Example
+```python
+for batch in loader:
+    try:
+        train_step(batch)
+    except RuntimeError as err:
+        if "nan" in str(err).lower():
+            continue
+        raise
+```
+
+## Use instead
+Let the error propagate.
+""",
+    ),
+    RuleEntry(
+        code="NZ401",
+        name="optax-apply-if-finite",
+        message="optax.apply_if_finite skips non-finite updates and keeps training",
+        default=True,
+        doc="""\
+## What it flags
+`optax.apply_if_finite(optimizer, max_consecutive_errors)`, under any import alias.
+
+## Why it is harmful
+It drops every update with a NaN or Inf and carries on until a number of *consecutive*
+failures: isolated bad steps are never reported, and the run's statistics silently
+include skipped batches.
+
+## Example
+```python
+tx = optax.apply_if_finite(optax.adamw(1e-3), max_consecutive_errors=5)
+```
+
+## Use instead
+Keep the plain optimizer and check the loss and the global gradient norm every step,
+raising the documented error (`nozero.check_finite`).
+""",
+    ),
+    RuleEntry(
+        code="NZ402",
+        name="optax-zero-nans",
+        message="optax.zero_nans replaces NaN updates with zeros",
+        default=True,
+        doc="""\
+## What it flags
+`optax.zero_nans()` in an optimizer chain.
+
+## Why it is harmful
+Every NaN in the updates becomes a zero, on every step, with no report: the model keeps
+training on whatever part of the gradient survived.
+
+## Example
+```python
+tx = optax.chain(optax.zero_nans(), optax.adam(1e-3))
+```
+
+## Use instead
+Drop it, and stop at the first non-finite loss or gradient norm (`nozero.check_finite`).
+""",
+    ),
+    RuleEntry(
+        code="NZ403",
+        name="optax-skip-not-finite",
+        message="optax.skip_not_finite skips accumulated steps with non-finite gradients",
+        default=True,
+        doc="""\
+## What it flags
+`optax.skip_not_finite`, typically passed as `should_skip_update_fn` to
+`optax.MultiSteps`.
+
+## Why it is harmful
+Steps whose gradients hold a NaN or Inf are silently dropped from the accumulation; the
+run never says that (or where) it happened.
+
+## Example
+```python
+tx = optax.MultiSteps(opt, every_k_schedule=4, should_skip_update_fn=optax.skip_not_finite)
+```
+
+## Use instead
+Leave `should_skip_update_fn` unset and check every step (`nozero.check_finite`).
+""",
+    ),
+    RuleEntry(
+        code="NZ404",
+        name="error-if-nonfinite-false",
+        message="error_if_nonfinite=False lets gradient clipping go on with a non-finite norm",
+        default=True,
+        doc="""\
+## What it flags
+`torch.nn.utils.clip_grad_norm_(..., error_if_nonfinite=False)`, and the same setting in
+a configuration dict (`{"error_if_nonfinite": False}`, `dict(error_if_nonfinite=False)`)
+or on a config object.
+
+## Why it is harmful
+With a NaN or Inf total norm, clipping multiplies every gradient by a non-finite factor
+and the optimizer steps on it; the setting says "do not tell me".
+
+## Example
+```python
+torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0, error_if_nonfinite=False)
+```
+
+## Use instead
+`error_if_nonfinite=True`, which raises a `RuntimeError` naming the non-finite norm.
+""",
+    ),
+    RuleEntry(
+        code="NZ405",
+        name="logging-nan-inf-filter",
+        message="logging_nan_inf_filter=True hides non-finite losses from the training log",
+        default=True,
+        doc="""\
+## What it flags
+Hugging Face `TrainingArguments(logging_nan_inf_filter=True)` set explicitly (also as a
+config key or attribute).
+
+## Why it is harmful
+The logged loss of a window that contained a NaN or Inf step is replaced by the average
+of the finite steps: the log says training is healthy while it is not, and training goes
+on.
+
+## Example
+```python
+args = TrainingArguments(output_dir="out", logging_nan_inf_filter=True)
+```
+
+## Use instead
+`logging_nan_inf_filter=False`, and a check that stops at the first non-finite loss.
+""",
+    ),
+    RuleEntry(
+        code="NZ410",
+        name="keep-old-state-on-non-finite",
+        message="the update is dropped (old state kept) when it is non-finite, and nothing raises",
+        default=True,
+        doc="""\
+## What it flags
+`lax.cond`, `lax.select`, `where` or a conditional expression (`new if ok else old`)
+that chooses between the new and the old parameters,
+optimizer state or updates on a finiteness test of the loss or gradients — unless the
+same function raises, or keeps the failure (returns it, stores it, passes it to a
+callback) so that a caller can raise.
+
+## Why it is harmful
+It is the device-side form of "skip the step": the bad step leaves no trace, and if every
+step is bad the run keeps the initial parameters forever while reporting progress.
+
+## Example
+```python
+ok = jnp.isfinite(loss) & jnp.isfinite(optax.global_norm(grads))
+params = jax.tree.map(lambda n, o: jnp.where(ok, n, o), new_params, params)
+```
+
+## Use instead
+Keep the guard if it protects a checkpoint, but record the failure and raise on the host:
+return `ok` (or the first bad step) with the new state and raise the documented error
+when it is false.
+""",
+    ),
+    RuleEntry(
+        code="NZ501",
+        name="periodic-finite-check",
+        message="finiteness check gated by step % N == 0 leaves N-1 of every N steps unchecked",
+        default=False,
+        doc="""\
+## What it flags
+A check of the loss or gradients for NaN/Inf that only runs when `step % N == 0`
+(informational; off by default, enable with `select = ["NZ501"]`).
+
+## Why it is harmful
+The check does raise, but up to N-1 steps late: the step it reports is not the first bad
+one, and the parameters have been updated with non-finite values in between.
+
+## Example
+```python
+if step % 100 == 0:
+    check_finite(loss=loss, grad_norm=gn, step=step)
+```
+
+## Use instead
+Check every step. On accelerators, compute the finiteness flag on the device every step
+and read it back in batches: the first bad step is still exact.
+""",
+    ),
+)
+CATALOG: dict[str, RuleEntry] = {entry.code: entry for entry in ENTRIES}
+ALL_CODES: frozenset[str] = frozenset(CATALOG)
+DEFAULT_CODES: frozenset[str] = frozenset(e.code for e in ENTRIES if e.default)
+
+
+def entry(code: str) -> RuleEntry:
+    """The metadata of rule ``code``; KeyError for an unknown code."""
+    return CATALOG[code]
