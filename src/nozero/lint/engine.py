@@ -26,11 +26,13 @@ from collections.abc import Collection
 import libcst as cst
 
 from nozero.lint import prefilter
+from nozero.lint.facts import file_facts, reactions
 from nozero.lint.finding import Finding
-from nozero.lint.imports import collect_aliases, last_part
+from nozero.lint.imports import last_part
 from nozero.lint.noqa import has_nozero_noqa, noqa_comments
 from nozero.lint.rules import ALL_RULES, Rule, get_rule
 from nozero.lint.rules.base import Context, Hit, children
+from nozero.lint.rules.flow import FlowRule
 from nozero.lint.signal import FileFacts, FunctionNode
 from nozero.lint.vocab import TRIGGER_WORDS
 
@@ -74,6 +76,7 @@ def _lint(
 ) -> list[Finding]:
     enabled = DEFAULT_CODES if select is None else frozenset(select)
     rules = [rule() for rule in ALL_RULES if rule.code in enabled and rule.node_types]
+    flow_rules = [r() for r in ALL_RULES if r.code in enabled and issubclass(r, FlowRule)]
     check_reasons = require_reason and NOQA_WITHOUT_REASON in enabled
     if (
         shortcuts
@@ -87,7 +90,7 @@ def _lint(
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         error = _syntax_error(source, path, quick=False)
         return [error] if error and SYNTAX_ERROR in enabled else []
-    hits = _run_rules(source, tree, rules, shortcuts) if rules else []
+    hits = _run_rules(source, tree, rules, flow_rules, shortcuts) if rules or flow_rules else []
     return _apply_noqa(source, path, hits, enabled, require_reason)
 
 
@@ -206,9 +209,37 @@ def _visit_unit(unit: prefilter.Unit, lines: list[str], rules: list[Rule],
     )
 
 
-def _run_rules(source: str, tree: ast.Module, rules: list[Rule], shortcuts: bool) -> list[Hit]:
-    facts = FileFacts(tree, source, collect_aliases(tree))
+def _run_rules(
+    source: str, tree: ast.Module, rules: list[Rule], flow_rules: list[FlowRule],
+    shortcuts: bool,
+) -> list[Hit]:
+    facts = file_facts(tree, source)
     lines = prefilter.split_lines(source)
+    flow_hits = _flow_hits(facts, flow_rules, lines) if flow_rules else []
+    if not rules:
+        return flow_hits
+    return flow_hits + _node_hits(source, tree, rules, shortcuts, facts, lines)
+
+
+def _flow_hits(facts: FileFacts, rules: list[FlowRule], lines: list[str]) -> list[Hit]:
+    """The flow pass's reactions, each given to the one rule that takes its kind."""
+    hits = []
+    for reaction in reactions(facts):
+        rule = next((r for r in rules if r.takes(reaction)), None)
+        if rule is None:
+            continue
+        text = lines[reaction.line - 1] if reaction.line <= len(lines) else ""
+        col = len(text.encode()[: reaction.col].decode(errors="replace")) + 1
+        message = f"{rule.message} ({reaction.detail()})"
+        hits.append(Hit(reaction.line, col, rule.code, message, reaction.first, reaction.last))
+    return hits
+
+
+def _node_hits(
+    source: str, tree: ast.Module, rules: list[Rule], shortcuts: bool, facts: FileFacts,
+    lines: list[str],
+) -> list[Hit]:
+    """The libcst rules, on the candidate units (or, without shortcuts, the whole file)."""
     units = prefilter.split_units(tree, lines)
     if shortcuts:
         units = _candidate_units(source, units, lines, facts)

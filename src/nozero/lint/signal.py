@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 from itertools import accumulate
+from typing import Any
 
 from nozero.lint import vocab
 from nozero.lint.imports import child_statements, dotted_name, last_part, resolve
@@ -136,6 +137,7 @@ class FileFacts:
         self._helper_memo: dict[tuple[str, str], bool] = {}
         self._parsed: dict[str, tuple[ast.expr, str]] = {}
         self._bindings_memo: dict[int, list[tuple[set[str], ast.expr]]] = {}
+        self.flows: Any = None  # the file's finiteness flows, built by ``facts.reactions``
 
     def bindings(self, root: ast.AST) -> list[tuple[set[str], ast.expr]]:
         key = id(root)
@@ -169,27 +171,73 @@ class FileFacts:
     def defines_function(self, name: str) -> bool:
         return name in self._functions_by_name
 
+    def functions_named(self, name: str) -> list[FunctionNode]:
+        return self._functions_by_name.get(name, [])
+
     def helper_name(self, func: ast.expr) -> str | None:
         """The same-file function a call goes to (``helper(...)``, ``self.helper(...)``)."""
         if isinstance(func, ast.Name):
             name = func.id
-        elif isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and (
-            func.value.id in ("self", "cls")
+        elif (
+            isinstance(func, ast.Attribute)
+            and isinstance(func.value, ast.Name)
+            and (func.value.id in ("self", "cls"))
         ):
             name = func.attr
         else:
             return None
         return name if name in self._functions_by_name else None
 
-    def in_reporting_function(self, key: int) -> bool:
-        """Is the function on line ``key``, or one around it, about evaluation, metrics,
-        plots or reports (``plot_loss``, ``evaluate``)?"""
+    def only_observes(self, key: int) -> bool:
+        """Does the function on line ``key``, or one around it, only observe values
+        (evaluation under ``no_grad``/``eval()``, plots, metrics) while computing no
+        gradient and taking no step? What it does with a non-finite value trains nothing."""
         while key in self._functions:
             function, enclosing = self._functions[key]
-            if any(w in vocab.REPORTING_FUNCTION_WORDS for w in vocab.name_words(function.name)):
+            if self._observes(function):
                 return True
             key = enclosing.lineno if enclosing else 0
         return False
+
+    def _observes(self, fn: FunctionNode) -> bool:
+        key = ("observes", str(fn.lineno))
+        if key not in self._helper_memo:
+            called = {
+                last_part(self.qualified(n.func) or getattr(n.func, "attr", None))
+                for n in ast.walk(fn)
+                if isinstance(n, ast.Call)
+            }
+            called |= {
+                last_part(self.qualified(d) or getattr(d, "attr", None)) for d in fn.decorator_list
+            }
+            trains = called & (vocab.UPDATE_CALLS | vocab.TRAINING_CALLS)
+            self._helper_memo[key] = not trains and bool(called & vocab.OBSERVING_MARKERS)
+        return self._helper_memo[key]
+
+    def in_test(self, key: int) -> bool:
+        """Is line ``key``'s function inside a test (``def test_...``, a ``Test...`` class
+        or a ``...TestCase``)? A test that calls a switch exercises it; it trains nothing."""
+        return key in self._test_functions
+
+    @cached_property
+    def _test_functions(self) -> frozenset[int]:
+        found: set[int] = set()
+        stack: list[tuple[ast.AST, bool]] = [(self.tree, False)]
+        while stack:
+            node, inside = stack.pop()
+            for child in child_statements(node):
+                if isinstance(child, ast.ClassDef):
+                    name = child.name
+                    test = name.startswith("Test") or name.endswith(("Test", "TestCase"))
+                    stack.append((child, inside or test))
+                elif isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef):
+                    test = inside or child.name.startswith("test")
+                    if test:
+                        found.add(child.lineno)
+                    stack.append((child, test))
+                else:
+                    stack.append((child, inside))
+        return frozenset(found)
 
     def parameters(self, key: int) -> set[str]:
         """Parameter names of the function defined on line ``key`` (none at module level)."""
@@ -245,9 +293,7 @@ class FileFacts:
     def _is_grad_transform(self, value: ast.expr, scope: Scope) -> bool:
         if isinstance(value, ast.Call):
             qualified = self.qualified(value.func) or ""
-            if last_part(qualified) in vocab.GRAD_TRANSFORMS and not qualified.startswith(
-                "torch."
-            ):
+            if last_part(qualified) in vocab.GRAD_TRANSFORMS and not qualified.startswith("torch."):
                 return True
             if last_part(qualified) == "partial" and value.args:
                 return self._is_grad_transform(value.args[0], scope)
@@ -312,9 +358,7 @@ class FileFacts:
             return any(self._test(v, lens) for v in expr.values)
         if isinstance(expr, ast.UnaryOp):
             return self._test(expr.operand, lens)
-        if isinstance(expr, ast.BinOp) and isinstance(
-            expr.op, ast.BitAnd | ast.BitOr | ast.BitXor
-        ):
+        if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.BitAnd | ast.BitOr | ast.BitXor):
             return any(self._test(e, lens) for e in (expr.left, expr.right))
         if isinstance(expr, ast.Attribute):  # ``jnp.isnan(g).any`` before it is called
             return self._test(expr.value, lens)
@@ -377,9 +421,12 @@ class FileFacts:
     def _records(self, root: ast.AST, scope: Scope) -> bool:
         """Is a finiteness flag kept (returned, stored, passed on) rather than only used to
         pick between old and new values?"""
-        if not scope.flags:
-            return False
-        kept = set(scope.flags)
+        return bool(scope.flags) and self.records_names(root, set(scope.flags), scope)
+
+    def records_names(self, root: ast.AST, flags: set[str], scope: Scope) -> bool:
+        """Is one of ``flags`` kept (returned, stored, passed on to anything but a log)
+        rather than only used to pick between old and new values?"""
+        kept = set(flags)
         for names, value in self.bindings(root):  # ``first_bad = where(ok, first_bad, step)``
             if self._mentions(value, kept, scope):
                 kept |= {n for n in names if not vocab.is_signal_name(n)}
@@ -394,7 +441,7 @@ class FileFacts:
                 values = [v for v in node.values if v is not None]
             elif isinstance(node, ast.Call) and last_part(
                 self.qualified(node.func) or getattr(node.func, "attr", None)
-            ) not in (vocab.SELECTORS | _BOOLEAN_CALLS):
+            ) not in (vocab.SELECTORS | _BOOLEAN_CALLS | vocab.OBSERVING_CALLS):
                 values = [*node.args, *(k.value for k in node.keywords)]
             else:
                 continue
@@ -410,9 +457,12 @@ class FileFacts:
         if isinstance(expr, ast.Lambda):  # ``tree.map(lambda n, o: ...)``: leaves of signal
             inner = Scope(scope.signal | parameter_names(expr), scope.grad_functions, scope.flags)
             return self._mentions(expr.body, names, inner)
-        if isinstance(expr, ast.Call) and expr.args and last_part(
-            self.qualified(expr.func) or getattr(expr.func, "attr", None)
-        ) in vocab.SELECTORS:
+        if (
+            isinstance(expr, ast.Call)
+            and expr.args
+            and last_part(self.qualified(expr.func) or getattr(expr.func, "attr", None))
+            in vocab.SELECTORS
+        ):
             chosen = [*expr.args[1:], *(k.value for k in expr.keywords)]
             if any(self.is_signal(a, scope) for a in chosen):
                 return any(self._mentions(a, names, scope) for a in chosen)
@@ -448,7 +498,8 @@ class FileFacts:
     def _returns_signal(self, fn: FunctionNode) -> bool:
         scope = self.scope(fn.lineno)
         return any(
-            isinstance(node, ast.Return) and node.value is not None
+            isinstance(node, ast.Return)
+            and node.value is not None
             and self.is_signal(node.value, scope)
             for node in scope_nodes(fn)
         )
@@ -461,8 +512,10 @@ class FileFacts:
     def _tests_parameter(self, fn: FunctionNode) -> bool:
         candidates = self.flag_candidates(fn)
         returns = [
-            node.value for node in scope_nodes(fn)
-            if isinstance(node, ast.Return) and isinstance(node.value, ast.expr)
+            node.value
+            for node in scope_nodes(fn)
+            if isinstance(node, ast.Return)
+            and isinstance(node.value, ast.expr)
             and self.may_be_test(node.value, candidates)
         ]
         if not returns:  # screened without computing the function's scope

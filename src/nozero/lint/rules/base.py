@@ -9,6 +9,7 @@ test on it (the whole-file ``FileFacts``), and where a node is.
 from __future__ import annotations
 
 import dataclasses
+import textwrap
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from functools import cache, cached_property
@@ -34,6 +35,18 @@ class Hit:
     statement_last: int
 
 
+class Example(str):
+    """A VALID or INVALID example: dedented code, and for an INVALID one the line its
+    finding is expected on (its code is the rule's)."""
+
+    line: int | None
+
+    def __new__(cls, source: str, line: int | None = None) -> Example:
+        example = super().__new__(cls, textwrap.dedent(source))
+        example.line = line
+        return example
+
+
 class Rule:
     """One concern, with the examples the test suite runs. Its code names its entry in
     the catalogue, where its name, message, page text and default live."""
@@ -44,7 +57,7 @@ class Rule:
     doc: ClassVar[str]
     default_enabled: ClassVar[bool] = True
     VALID: ClassVar[list[str]] = []
-    INVALID: ClassVar[list[str]] = []
+    INVALID: ClassVar[list[str]] = []  # Example(..., line=N) names its line
 
     def __init_subclass__(cls, **kwargs: object) -> None:
         super().__init_subclass__(**kwargs)
@@ -141,8 +154,8 @@ class Context:
 
     # ---- reporting ------------------------------------------------------------------
     def report(self, node: cst.CSTNode, rule: Rule, detail: str = "") -> None:
-        if self.facts.in_reporting_function(self.scope_key):
-            return  # evaluation, metrics and plots may clean values as they like
+        if self.facts.only_observes(self.scope_key) or self.facts.in_test(self.scope_key):
+            return  # evaluation, metrics, plots and tests touch no training signal
         start = self.positions[node].start
         statement = next(
             (a for a in reversed([*self.ancestors, node]) if isinstance(a, cst.BaseStatement)),
