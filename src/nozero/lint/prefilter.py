@@ -36,7 +36,7 @@ def could_hold_finding(text: str) -> bool:
         )
         or ("!=" in text and vocab.self_comparisons(text))
         or ("except" in text and vocab.NONFINITE_TEXT.search(text))
-        or ("==" in text and "inf" in text and vocab.word_offsets(text, ["inf", "Inf"]))
+        or ("==" in text and "inf" in text.lower() and vocab.INF_COMPARISON.search(text))
         or vocab.word_offsets(text, vocab.FLOW_WORDS)
     )
 

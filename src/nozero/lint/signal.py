@@ -53,7 +53,7 @@ def source_segment(text: str, node: ast.expr) -> str:
     text into lines on every call, which is quadratic on a large file.)"""
     if node.end_lineno is None or node.end_col_offset is None:
         return ""
-    starts = _line_starts(text)
+    starts = line_starts(text)
     return text[
         _offset(text, starts, node.lineno, node.col_offset) : _offset(
             text, starts, node.end_lineno, node.end_col_offset
@@ -62,7 +62,7 @@ def source_segment(text: str, node: ast.expr) -> str:
 
 
 @lru_cache(maxsize=4)
-def _line_starts(text: str) -> list[int]:
+def line_starts(text: str) -> list[int]:
     """Offsets where each line starts, splitting as the tokenizer does (\\n, \\r\\n, \\r)."""
     return [0, *accumulate(len(line) for line in io.StringIO(text, newline="").readlines())]
 

@@ -135,6 +135,12 @@ TRIGGER_WORDS = frozenset(
 NONFINITE_TEXT = re.compile(r"""(?i)["'](?:nan|inf|infinity|non-?finite)\b""")
 
 
+# An equality test with infinity (``x == float("inf")``, ``np.inf == x``), in raw text.
+INF_COMPARISON = re.compile(
+    r"""==\s*[-+]?\s*(?:float\(\s*["'][-+]?inf|(?:\w+\.)*[Ii]nf\b)|\b[Ii]nf\s*=="""
+)
+
+
 def is_word_char(char: str) -> bool:
     return char.isalnum() or char == "_"
 

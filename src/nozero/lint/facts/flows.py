@@ -19,12 +19,21 @@ depend on which parts the pre-filter hands to libcst.
 from __future__ import annotations
 
 import ast
+import io
+from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
 
 from nozero.lint import vocab
 from nozero.lint.facts import sources
 from nozero.lint.imports import dotted_name, last_part
-from nozero.lint.signal import FileFacts, FunctionNode, Scope, parameter_names, source_segment
+from nozero.lint.signal import (
+    FileFacts,
+    FunctionNode,
+    Scope,
+    line_starts,
+    parameter_names,
+    source_segment,
+)
 
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 _SELECT_CALLS = frozenset({"where", "select", "cond", "switch", "tree_where", "select_n"})
@@ -110,35 +119,69 @@ class Flows:
 
     def _run(self) -> None:
         tree = self.facts.tree
-        classes = [n for n in ast.walk(tree) if isinstance(n, ast.ClassDef)]
+        self._lines = self._word_lines(_SOURCE_WORDS)
+        if "==" in self.text:  # ``loss == inf``
+            self._lines |= {
+                number
+                for number, line in enumerate(io.StringIO(self.text, newline="").readlines(), 1)
+                if "==" in line and vocab.INF_COMPARISON.search(line)
+            }
+        self._sorted_lines = sorted(self._lines)
+        classes = [n for n in _statements(tree) if isinstance(n, ast.ClassDef)]
         self._collect = True
+        found: set[str] = set()
         for cls in classes:  # ``self.overflow = has_overflow(...)`` in any method
             flags: dict[str, Flag] = {}
             for method in cls.body:
-                if isinstance(method, ast.FunctionDef | ast.AsyncFunctionDef):
+                if isinstance(method, ast.FunctionDef | ast.AsyncFunctionDef) and self._holds(
+                    method
+                ):
                     unit = self._read_function(method, {})
                     flags.update({k: v for k, v in unit.env.items() if k.startswith("self.")})
             self._class_flags[id(cls)] = flags
+            found |= {key.removeprefix("self.") for key in flags}
+        for fn in _statements(tree):  # same-file functions that hand back a flag
+            if isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef) and self._holds(fn):
+                if self._helper_returns(fn.name):
+                    found.add(fn.name)
         self._collect = False
+        if found:
+            self._lines |= self._word_lines(found)
+            self._sorted_lines = sorted(self._lines)
         self._reactions = {}
         module = _Unit(tree, self.facts.scope(0), {}, False)
         self._block(module, tree.body, 0, None)
         self._visit_functions(tree, {})
 
+    def _word_lines(self, words: set[str] | frozenset[str]) -> set[int]:
+        text = self.text
+        offsets = vocab.word_offsets(text, words) + vocab.self_comparisons(text)
+        starts = line_starts(text)
+        return {bisect_right(starts, offset) for offset in offsets}
+
+    def _holds(self, fn: ast.AST) -> bool:
+        """Does the function's text hold a word a finiteness fact needs?"""
+        first, last = fn.lineno, fn.end_lineno or fn.lineno  # type: ignore[attr-defined]
+        lines = self._sorted_lines
+        at = bisect_left(lines, first)
+        return at < len(lines) and lines[at] <= last
+
     def _visit_functions(self, root: ast.AST, inherited: dict[str, Flag]) -> None:
-        for node in ast.iter_child_nodes(root):
+        for node in _child_statements(root):
             if isinstance(node, ast.ClassDef):
                 flags = self._class_flags.get(id(node), {})
                 for child in node.body:
                     if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef):
-                        self._read_function(child, flags)
-                        self._visit_functions(child, flags)
+                        if self._holds(child):
+                            self._read_function(child, flags)
+                            self._visit_functions(child, flags)
                     elif isinstance(child, ast.ClassDef):
                         self._visit_functions(ast.Module(body=[child], type_ignores=[]), {})
             elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-                self._read_function(node, inherited)
-                self._visit_functions(node, inherited)
-            elif not isinstance(node, ast.expr):
+                if self._holds(node):
+                    self._read_function(node, inherited)
+                    self._visit_functions(node, inherited)
+            else:
                 self._visit_functions(node, inherited)
 
     def _read_function(self, fn: FunctionNode, inherited: dict[str, Flag]) -> _Unit:
@@ -678,6 +721,29 @@ class Flows:
 
 
 # ---- small syntactic helpers --------------------------------------------------------
+# Words without which no function holds a finiteness fact of its own.
+_SOURCE_WORDS = frozenset(vocab.PREDICATES | vocab.FLOW_WORDS)
+
+
+def _child_statements(node: ast.AST):
+    for name in ("body", "orelse", "finalbody", "handlers", "cases"):
+        for child in getattr(node, name, ()):
+            if isinstance(child, ast.excepthandler | ast.match_case):
+                yield child
+            elif isinstance(child, ast.stmt):
+                yield child
+
+
+def _statements(tree: ast.AST):
+    """Every statement of the file, classes' and functions' included."""
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        for child in _child_statements(node):
+            yield child
+            stack.append(child)
+
+
 def _key(target: ast.expr) -> str | None:
     dotted = dotted_name(target)
     if dotted and (dotted.count(".") == 0 or dotted.startswith("self.")):
