@@ -214,6 +214,45 @@ class FileFacts:
             self._helper_memo[key] = not trains and bool(called & vocab.OBSERVING_MARKERS)
         return self._helper_memo[key]
 
+    def mentions_scaling(self, key: int) -> bool:
+        """Is the function on line ``key`` part of fp16 dynamic loss scaling (its text
+        names a loss scale, a scaler, an overflow)? Its selects are the opt-in rule's."""
+        entry = self._functions.get(key)
+        if entry is None:
+            return False
+        return bool(vocab.word_offsets(source_segment(self.source, entry[0]), vocab.SCALING_WORDS))
+
+    def hides_nothing(self, call: ast.Call) -> bool:
+        """A ``nan_to_num`` that hides no non-finite training value: every replacement is
+        NaN again (Inf made more visible), or it guards the 0/0 of a scale factor
+        (``nan_to_num(minimum(clip / norm, 1.0), nan=1.0)``) while NaN gradients still
+        flow through the product."""
+        keywords = {k.arg: k.value for k in call.keywords if k.arg}
+        if keywords and all(
+            self._is_nan_constant(keywords.get(name)) for name in ("nan", "posinf", "neginf")
+        ):
+            return True
+        nan = keywords.get("nan", call.args[1] if len(call.args) > 1 else None)
+        subject = call.args[0] if call.args else keywords.get("x")
+        ratio = isinstance(subject, ast.BinOp) and isinstance(subject.op, ast.Div)
+        if isinstance(subject, ast.Call):
+            name = last_part(self.qualified(subject.func) or getattr(subject.func, "attr", None))
+            ratio = name in {"minimum", "min", "clip", "clamp"} and any(
+                isinstance(a, ast.BinOp) and isinstance(a.op, ast.Div) for a in subject.args
+            )
+        return ratio and isinstance(nan, ast.Constant) and nan.value == 1
+
+    def _is_nan_constant(self, node: ast.expr | None) -> bool:
+        if isinstance(node, ast.Attribute):
+            return node.attr in ("nan", "NaN")
+        return (
+            isinstance(node, ast.Call)
+            and dotted_name(node.func) == "float"
+            and bool(node.args)
+            and isinstance(node.args[0], ast.Constant)
+            and str(node.args[0].value).lower() == "nan"
+        )
+
     def in_test(self, key: int) -> bool:
         """Is line ``key``'s function inside a test (``def test_...``, a ``Test...`` class
         or a ``...TestCase``)? A test that calls a switch exercises it; it trains nothing."""
@@ -309,7 +348,7 @@ class FileFacts:
             elif isinstance(node, ast.Attribute):
                 chain = (dotted_name(node) or node.attr).split(".")
                 if vocab.is_signal_name(node.attr) and not any(
-                    vocab.is_metric_name(part) for part in chain
+                    vocab.is_metric_name(part) or vocab.is_config_name(part) for part in chain
                 ):
                     return True
             elif isinstance(node, ast.Call) and self._call_returns_signal(node, scope):
@@ -537,7 +576,22 @@ class FileFacts:
                     changed = True
         return found
 
-    def _sanitizes_parameter(self, fn: FunctionNode) -> bool:
+    def sanitized_parameters(self, name: str) -> list[tuple[int, str]]:
+        """(position, name) of each parameter a same-file sanitizer cleans, so that a call
+        counts only when it hands training signal to one of them."""
+        found: list[tuple[int, str]] = []
+        for fn in self._functions_by_name.get(name, []):
+            args = [a.arg for a in (*fn.args.posonlyargs, *fn.args.args)]
+            offset = 1 if args[:1] in (["self"], ["cls"]) else 0
+            for index, parameter in enumerate(args[offset:]):
+                if self._sanitizes_parameter(fn, parameter):
+                    found.append((index, parameter))
+            found += [
+                (-1, a.arg) for a in fn.args.kwonlyargs if self._sanitizes_parameter(fn, a.arg)
+            ]
+        return found
+
+    def _sanitizes_parameter(self, fn: FunctionNode, only: str | None = None) -> bool:
         calls = [
             (node, last_part(self.qualified(node.func) or getattr(node.func, "attr", None)))
             for node in scope_nodes(fn)
@@ -547,7 +601,12 @@ class FileFacts:
         if not calls:
             return False
         scope = self._parameter_scope(fn)
+        if only is not None:
+            own = self.scope(fn.lineno)
+            scope = Scope(own.signal | {only}, own.grad_functions, own.flags)
         for node, name in calls:
+            if name in vocab.SANITIZERS and self.hides_nothing(node):
+                continue
             if name in vocab.SANITIZERS:
                 subjects = [*node.args[:1], *(k.value for k in node.keywords)]
                 if isinstance(node.func, ast.Attribute):

@@ -109,6 +109,28 @@ BAD_FLAG_NAMES = frozenset(
     {"overflow", "has_overflow", "found_inf", "found_nan", "has_nan", "has_inf", "nan_found"}
 )
 GOOD_FLAG_NAMES = frozenset({"is_fin", "is_finite", "all_finite", "grads_finite", "finite"})
+# Words marking code as fp16 dynamic loss scaling.
+SCALING_WORDS = (
+    "update_scale",
+    "_update_scale",
+    "loss_scale",
+    "loss_scaler",
+    "dynamic_scale",
+    "dynamic_loss_scale",
+    "scaler",
+    "grad_scaler",
+    "cur_scale",
+    "scale_window",
+    "amp",
+    "fp16",
+    "overflow",
+    "is_fin",
+    "found_inf",
+    "DynamicScale",
+    "LossScaleOptimizer",
+    "OverflowError",
+    "backoff_factor",
+)
 CTC_KEYWORD = "zero_infinity"  # torch CTCLoss
 # Words only the flow pass and the opt-in switches need: a file holding one is read whole
 # by ``ast`` (the flows), but they send no unit to libcst.
@@ -288,10 +310,45 @@ def is_metric_name(identifier: str) -> bool:
     return any(w in METRIC_WORDS for w in name_words(identifier))
 
 
+# Words that mark a name as a setting (``max_grad_norm``, ``cfg.loss_weight``,
+# ``threshold``), never training signal itself: inf there often means "off".
+CONFIG_WORDS = frozenset(
+    {
+        "config",
+        "cfg",
+        "conf",
+        "args",
+        "hparams",
+        "opts",
+        "options",
+        "settings",
+        "threshold",
+        "thresh",
+        "limit",
+        "max",
+        "min",
+        "clip",
+        "tol",
+        "tolerance",
+        "eps",
+        "epsilon",
+        "weight",
+        "coef",
+        "coeff",
+        "factor",
+    }
+)
+
+
+@cache
+def is_config_name(identifier: str) -> bool:
+    return any(w in CONFIG_WORDS for w in name_words(identifier))
+
+
 @cache
 def is_signal_name(identifier: str) -> bool:
     """Loss, gradients, updates, parameters or optimizer state by their name."""
-    if is_metric_name(identifier):
+    if is_metric_name(identifier) or is_config_name(identifier):
         return False
     lowered = identifier.lower()
     return lowered in SIGNAL_NAMES or any(w in SIGNAL_WORDS for w in name_words(identifier))

@@ -19,6 +19,7 @@ depend on which parts the pre-filter hands to libcst.
 from __future__ import annotations
 
 import ast
+import dataclasses
 import io
 from bisect import bisect_left, bisect_right
 from dataclasses import dataclass, field
@@ -58,6 +59,7 @@ class Route:
     origin: str  # ``check_using_norm()``, ``isnan(loss)``, ``OverflowError``
     flag: str | None  # the name holding it, None for a test read in place
     scaling: bool  # it belongs to fp16 dynamic loss scaling
+    weak: bool = False  # a test of a value not known as training signal
 
 
 @dataclass(frozen=True)
@@ -95,6 +97,7 @@ class _Unit:
     env: dict[str, Flag]
     scaling: bool
     updates_after: list[int] = field(default_factory=list)  # lines of optimizer steps
+    trains: bool = False  # it steps, computes gradients, or loops over batches
     returns: dict[int | None, Flag] = field(default_factory=dict)
 
 
@@ -149,7 +152,7 @@ class Flows:
             self._lines |= self._word_lines(found)
             self._sorted_lines = sorted(self._lines)
         self._reactions = {}
-        module = _Unit(tree, self.facts.scope(0), {}, False)
+        module = _Unit(tree, self.facts.scope(0), {}, False, trains=self._trains(tree))
         self._block(module, tree.body, 0, None)
         self._visit_functions(tree, {})
 
@@ -193,8 +196,22 @@ class Flows:
             for node in _own_nodes(fn)
             if isinstance(node, ast.Call) and self._called(node) in vocab.UPDATE_CALLS
         )
+        unit.trains = bool(unit.updates_after) or self._trains(fn)
         self._block(unit, fn.body, 0, None)
         return unit
+
+    def _trains(self, root: ast.AST) -> bool:
+        """Does the code step, compute gradients or loop over batches?"""
+        for node in _own_nodes(root):
+            if isinstance(node, ast.Call):
+                words = vocab.name_words(self._called(node))
+                if _TRAINING_WORDS.intersection(words):
+                    return True
+            elif isinstance(node, ast.For | ast.AsyncFor):
+                words = {w for n in _names(node.target) for w in vocab.name_words(n)}
+                if words & {"batch", "batches", "sample", "samples", "minibatch"}:
+                    return True
+        return False
 
     # ---- statements ---------------------------------------------------------------
     def _block(self, unit: _Unit, body: list[ast.stmt], loops: int, bad: Flag | None) -> None:
@@ -274,6 +291,8 @@ class Flows:
                             route.scaling or _scaling_name(key),
                         )
                     unit.env[key] = (route, polarity)
+                    if not route.weak and "skip" in vocab.name_words(key.rsplit(".", 1)[-1]):
+                        self._add(unit, "skip", stmt, route)  # the decision to skip
             elif isinstance(target, ast.Tuple | ast.List):
                 self._unpack(unit, target, value, stmt.lineno)
             elif isinstance(value, ast.Call):
@@ -312,7 +331,7 @@ class Flows:
 
     def _handler(self, unit: _Unit, handler: ast.ExceptHandler, loops: int) -> None:
         caught = _caught(handler, self.facts)
-        if "OverflowError" in caught:
+        if "OverflowError" in caught and unit.trains:
             route = Route(handler.lineno, "OverflowError", None, True)
             self._react(unit, handler.body, (route, True), set(), loops, handler)
             self._block(unit, handler.body, loops, (route, True))
@@ -320,7 +339,7 @@ class Flows:
             self._block(unit, handler.body, loops, None)
 
     def _if(self, unit: _Unit, stmt: ast.If, loops: int, bad: Flag | None) -> None:
-        found = self.flag_of(unit, stmt.test)
+        found = _strong(self.flag_of(unit, stmt.test))
         if found is None:
             self._block(unit, stmt.body, loops, bad)
             self._block(unit, stmt.orelse, loops, bad)
@@ -362,7 +381,7 @@ class Flows:
         if kind == "go_on":
             if route.scaling or unit.scaling:
                 return False  # the scaler's own bookkeeping: NZ406 flags the skip itself
-            if not loops and not unit.updates_after:
+            if not unit.trains or (not loops and not unit.updates_after):
                 return False
         self._add(unit, kind, node, route)
         return True
@@ -399,7 +418,7 @@ class Flows:
                 kind = self._assign_kind(unit, stmt, tested)
                 if kind:
                     return kind, stmt
-            if isinstance(stmt, ast.If) and self.flag_of(unit, stmt.test) is None:
+            if isinstance(stmt, ast.If) and _strong(self.flag_of(unit, stmt.test)) is None:
                 outcomes = [
                     self._branch(unit, sub, tested, loops, owner)
                     for sub in (stmt.body, stmt.orelse)
@@ -461,6 +480,8 @@ class Flows:
                 continue
             if isinstance(value, ast.Constant) and isinstance(value.value, bool):
                 continue  # a flag being set
+            if value is not None and self._sentinel(unit, value):
+                continue  # a marker the caller tests (``norm = -1``), not a made-up value
             if key in unit.env or self.flag_of(unit, value or target) is not None:
                 continue
             base = key.removeprefix("self.")
@@ -500,17 +521,25 @@ class Flows:
                             if isinstance(arg, ast.Lambda):
                                 extra |= parameter_names(arg)
                 self._select(unit, stmt, node, called, extra)
+                if called in _REDUCTIONS:
+                    receiver = [node.func.value] if isinstance(node.func, ast.Attribute) else []
+                    for subject in [*receiver, *node.args[:1]]:
+                        self._drop(unit, stmt, subject, extra)
             elif isinstance(node, ast.IfExp):
-                found = self.flag_of(unit, node.test, extra)
+                found = _strong(self.flag_of(unit, node.test, extra))
                 if found and not any(self._constant(b) for b in (node.body, node.orelse)):
                     if self._signal(unit, node.body, extra) or self._signal(
                         unit, node.orelse, extra
                     ):
                         self._keep(unit, stmt, found)
-            elif isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Load):
-                found = self.flag_of(unit, node.slice, extra)
-                if found and not found[1] and self._signal(unit, node.value, extra):
-                    self._add(unit, "drop", stmt, found[0])
+
+    def _drop(self, unit: _Unit, stmt: ast.stmt, subject: ast.expr, extra: set[str]) -> None:
+        """``losses[isfinite(losses)].mean()``: the non-finite samples leave the mean."""
+        if not (isinstance(subject, ast.Subscript) and isinstance(subject.ctx, ast.Load)):
+            return
+        found = _strong(self.flag_of(unit, subject.slice, extra))
+        if found and not found[1] and self._signal(unit, subject.value, extra):
+            self._add(unit, "drop", stmt, found[0])
 
     def _select(
         self, unit: _Unit, stmt: ast.stmt, call: ast.Call, called: str, extra: set[str]
@@ -531,13 +560,21 @@ class Flows:
         if not found:
             return
         branches = args[1:3]
+        if found[0].weak and not any(self._signal(unit, b, extra) for b in branches):
+            return
+        if any(self._sentinel(unit, b) for b in branches):
+            return  # a marker the caller tests, not a made-up value
+        if called in ("cond", "switch") and any(self._recomputes(b) for b in branches):
+            return  # the non-finite branch computes the value again: nothing is kept
         if called in ("cond", "switch") and any(self._zeroes(b) for b in branches):
             self._add(unit, "zero", stmt, found[0])
             return
         if any(self._constant(b) for b in branches):
-            if found[0].scaling or unit.scaling:
+            if found[0].weak:
+                return
+            if found[0].scaling or unit.scaling or _names(args[0]) & extra:
                 self._add(unit, "replace", stmt, found[0])
-            return  # a constant fill outside loss scaling is NZ103's concern
+            return  # a plain constant fill outside loss scaling is NZ103's concern
         self._keep(unit, stmt, found)
 
     def _keep(self, unit: _Unit, stmt: ast.stmt, found: Flag) -> None:
@@ -561,6 +598,13 @@ class Flows:
                     return True
         return self.facts.records_names(unit.node, names, unit.scope)
 
+    def _recomputes(self, branch: ast.expr) -> bool:
+        """A cond branch that computes gradients anew (``jax.value_and_grad(f)(p)``)."""
+        return isinstance(branch, ast.Lambda) and any(
+            isinstance(n, ast.Call) and self._called(n) in vocab.GRAD_TRANSFORMS
+            for n in ast.walk(branch.body)
+        )
+
     def _zeroes(self, branch: ast.expr) -> bool:
         """A cond branch that returns zeros (a lambda or a same-file function)."""
         bodies: list[ast.expr] = []
@@ -577,6 +621,16 @@ class Flows:
             for node in ast.walk(body):
                 if isinstance(node, ast.Call) and self._called(node) == "zeros_like":
                     return True
+        return False
+
+    def _sentinel(self, unit: _Unit, node: ast.expr) -> bool:
+        """A negative constant (``-1``), or a name bound to one (``torch.tensor(-1.0)``)."""
+        if _negative(node):
+            return True
+        if isinstance(node, ast.Name) and isinstance(unit.node, ast.FunctionDef):
+            for names, value in self.facts.bindings(unit.node):
+                if node.id in names and isinstance(value, ast.Call) and value.args:
+                    return _negative(value.args[0])
         return False
 
     def _constant(self, node: ast.expr) -> bool:
@@ -611,11 +665,9 @@ class Flows:
             isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.BitAnd | ast.BitOr)
         ):
             parts = expr.values if isinstance(expr, ast.BoolOp) else [expr.left, expr.right]
-            for part in parts:
-                found = self.flag_of(unit, part, extra)
-                if found:
-                    return found
-            return None
+            flags = [f for f in (self.flag_of(unit, part, extra) for part in parts) if f]
+            strong = [f for f in flags if not f[0].weak]
+            return (strong or flags or [None])[0]
         if isinstance(expr, ast.Compare):
             return self._compare(unit, expr, extra)
         if isinstance(expr, ast.Call):
@@ -660,10 +712,13 @@ class Flows:
         called = self._called(call)
         if called in sources.PREDICATE_POLARITY:
             subject = self.facts.predicate_subject(call)
-            if subject is not None and self._signal(unit, subject, extra):
-                origin = f"{called}({_short(self.text, subject)})"
-                return self._route(call, origin), sources.PREDICATE_POLARITY[called]
-            return None
+            if subject is None:
+                return None
+            origin = f"{called}({_short(self.text, subject)})"
+            route = self._route(call, origin)
+            if not self._signal(unit, subject, extra):
+                route = dataclasses.replace(route, weak=True)
+            return route, sources.PREDICATE_POLARITY[called]
         if called in sources.OVERFLOW_HELPERS:
             return Route(call.lineno, f"{called}()", None, True), True
         if called in sources.FINITE_HELPERS and isinstance(call.func, ast.Attribute):
@@ -677,6 +732,9 @@ class Flows:
                 or not call.args
             ):
                 return Route(call.lineno, f"{helper}()", None, returned[0].scaling), returned[1]
+        if called == "logical_not" and call.args:
+            found = self.flag_of(unit, call.args[0], extra)
+            return (found[0], not found[1]) if found else None
         if called in sources.FLAG_REDUCTIONS or called in vocab.PREDICATES:
             receiver = [call.func.value] if isinstance(call.func, ast.Attribute) else []
             for arg in [*receiver, *call.args, *(k.value for k in call.keywords)]:
@@ -721,6 +779,24 @@ class Flows:
 
 
 # ---- small syntactic helpers --------------------------------------------------------
+_TRAINING_WORDS = frozenset({"train", "step", "backward", "fit", "update", "updates", "optimizer"})
+_REDUCTIONS = frozenset({"mean", "sum", "nanmean", "nansum", "reduce_mean", "reduce_sum"})
+
+
+def _strong(found: Flag | None) -> Flag | None:
+    """A flag about training signal (a test of an unknown value is weak)."""
+    return found if found is not None and not found[0].weak else None
+
+
+def _negative(node: ast.expr) -> bool:
+    return (
+        isinstance(node, ast.UnaryOp)
+        and isinstance(node.op, ast.USub)
+        and isinstance(node.operand, ast.Constant)
+        and isinstance(node.operand.value, int | float)
+    )
+
+
 # Words without which no function holds a finiteness fact of its own.
 _SOURCE_WORDS = frozenset(vocab.PREDICATES | vocab.FLOW_WORDS)
 

@@ -66,28 +66,7 @@ FLAG_REDUCTIONS = frozenset(
         "all_gather",
     }
 )
-# Words marking code as fp16 dynamic loss scaling.
-SCALING_WORDS = (
-    "update_scale",
-    "_update_scale",
-    "loss_scale",
-    "loss_scaler",
-    "dynamic_scale",
-    "dynamic_loss_scale",
-    "scaler",
-    "grad_scaler",
-    "cur_scale",
-    "scale_window",
-    "amp",
-    "fp16",
-    "overflow",
-    "is_fin",
-    "found_inf",
-    "DynamicScale",
-    "LossScaleOptimizer",
-    "OverflowError",
-    "backoff_factor",
-)
+SCALING_WORDS = vocab.SCALING_WORDS
 # Calls that zero gradients (or updates) in place or by value.
 ZEROING_CALLS = frozenset(
     {"zero_grad", "zero_", "zeros_like", "zero_grads", "clear_grads", "set_to_zero"}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ast
+
 import libcst as cst
 import libcst.matchers as m
 
@@ -108,10 +110,18 @@ class NanToNumOnSignal(Rule):
             return  # ``tree.map(lambda g: nan_to_num(g), grads)`` is NZ102's finding
         helper = _sanitizer_helper_called(node, ctx)
         if helper is not None:
-            if any(ctx.is_signal(arg.value) for arg in node.args):
+            cleaned = ctx.facts.sanitized_parameters(helper)
+            positional = [a.value for a in node.args if a.keyword is None and not a.star]
+            handed = [positional[i] for i, _ in cleaned if 0 <= i < len(positional)]
+            names = {name for _, name in cleaned}
+            handed += [a.value for a in node.args if a.keyword and a.keyword.value in names]
+            if any(ctx.is_signal(value) for value in handed):
                 ctx.report(node, self, f"through {helper}()")
             return
         if ctx.called(node) not in vocab.SANITIZERS:
+            return
+        expr, _ = ctx.facts.parse_expression(ctx.code(node))
+        if isinstance(expr, ast.Call) and ctx.facts.hides_nothing(expr):
             return
         subjects = [a.value for a in node.args if a.keyword is None][:1]
         subjects += [
@@ -176,8 +186,8 @@ class WhereSubstitutes(Rule):
                 ctx.report(node, self)
             return
         assert isinstance(node, cst.Call)
-        if ctx.called(node) != "where":
-            return
+        if ctx.called(node) != "where" or ctx.facts.mentions_scaling(ctx.scope_key):
+            return  # a select inside loss scaling is the opt-in rule's (NZ406)
         condition = _argument(node, 0, "condition")
         branches = [_argument(node, 1, "x"), _argument(node, 2, "y")]
         if condition is None or None in branches:
