@@ -480,15 +480,15 @@ def table(results: dict) -> str:
     return "\n".join(lines)
 
 
-def details(results: dict) -> str:
-    """What to look at next: unlabelled findings and missed sites."""
+def details(results: dict, missed: bool) -> str:
+    """What to look at next: unlabelled findings (every rule on) and, with ``missed``,
+    the labelled TP and debatable sites that no finding reached."""
+    keys = [("unlabelled_all", "unlabelled")]
+    if missed:
+        keys += [("missed_tp", "missed TP"), ("missed_debatable", "missed debatable")]
     out = []
     for name, entry in results["packages"].items():
-        for key, title in (
-            ("unlabelled_all", "unlabelled finding (ALL)"),
-            ("missed_tp", "missed TP site"),
-            ("missed_debatable", "missed debatable site"),
-        ):
+        for key, title in keys:
             for item in entry[key]:
                 what = item.get("code") or item.get("label")
                 text = item.get("message") or item.get("reason")
@@ -505,6 +505,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="run only this package (repeatable)",
     )
     parser.add_argument("--json", action="store_true", help="print the results as JSON")
+    parser.add_argument(
+        "--details", action="store_true", help="also list the labelled sites no finding reached"
+    )
     parser.add_argument(
         "--tolerance",
         type=int,
@@ -559,7 +562,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"\nevery rule on: {every_how}; line tolerance ±{args.tolerance}; "
             f"results in {target.relative_to(HERE.parent)}"
         )
-        extra = details(results)
+        extra = details(results, args.details)
         if extra:
             print("\n" + extra)
     return 0
