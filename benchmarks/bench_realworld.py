@@ -176,7 +176,8 @@ def fetch(package: Package) -> Path:
 
 
 def python_files(tree: Path) -> list[Path]:
-    return sorted(p for p in tree.rglob("*.py") if p.is_file())
+    """The release's Python sources (``.py`` and ``.pyi``, as the linter takes them)."""
+    return sorted(p for p in tree.rglob("*.py*") if p.suffix in (".py", ".pyi") and p.is_file())
 
 
 # ---------------------------------------------------------------- the labelled table
@@ -186,6 +187,7 @@ def read_labels(path: Path, packages: Sequence[Package]) -> dict[str, list[Site]
     """The labelled sites per package; a malformed row stops the run naming the row."""
     pinned = {p.name: p for p in PACKAGES}
     sites: dict[str, list[Site]] = {p.name: [] for p in packages}
+    seen: dict[tuple[str, str, str], int] = {}
     with path.open(newline="", encoding="utf-8") as handle:
         reader = csv.reader(handle, delimiter="\t", quoting=csv.QUOTE_NONE)
         header = next(reader, None)
@@ -208,6 +210,11 @@ def read_labels(path: Path, packages: Sequence[Package]) -> dict[str, list[Site]
                 raise SystemExit(f"{where}: line {line!r} is not a positive number")
             if not reason.strip():
                 raise SystemExit(f"{where}: the reason is empty")
+            if (name, file, line) in seen:
+                raise SystemExit(
+                    f"{where}: {file}:{line} is labelled twice (also row {seen[name, file, line]})"
+                )
+            seen[name, file, line] = number
             if name in sites:
                 sites[name].append(Site(name, file, int(line), label, reason, number))
     return sites
