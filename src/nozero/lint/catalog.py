@@ -559,6 +559,37 @@ plus repeats), count them, and keep `zero_infinity=False`, so a real divergence 
 """,
     ),
     RuleEntry(
+        code="NZ408",
+        name="fp16-overflow-clamp",
+        message="non-finite activations are clamped into the finite range and training goes on",
+        default=False,
+        doc="""\
+## What it flags
+Off by default. A forward pass that tests activations for Inf/NaN and clamps them into
+the floating-point range (`torch.clamp(h, -finfo.max + 1000, finfo.max - 1000)` under
+`if torch.isinf(h).any()`), the usual fp16 overflow workaround of encoder layers.
+
+## Why it is harmful
+An activation that overflows fp16 says the layer's scale is off; clamping it keeps the
+forward pass finite, but the model trains on saturated values and NaN passes through
+untouched, so the failure shows up later and elsewhere.
+
+## Example
+```python
+import torch
+def forward(self, hidden_states):
+    if not torch.isfinite(hidden_states).all():
+        clamp_value = torch.finfo(hidden_states.dtype).max - 1000
+        hidden_states = torch.clamp(hidden_states, min=-clamp_value, max=clamp_value)
+    return hidden_states
+```
+
+## Use instead
+Train in bf16 (its range equals fp32's), or find the layer that overflows; keep a
+check that raises on the first non-finite loss.
+""",
+    ),
+    RuleEntry(
         code="NZ410",
         name="keep-old-state-on-non-finite",
         message="the update is dropped (old state kept) when it is non-finite, and nothing raises",

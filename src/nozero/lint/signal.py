@@ -480,7 +480,7 @@ class FileFacts:
                 values = [v for v in node.values if v is not None]
             elif isinstance(node, ast.Call) and last_part(
                 self.qualified(node.func) or getattr(node.func, "attr", None)
-            ) not in (vocab.SELECTORS | _BOOLEAN_CALLS | vocab.OBSERVING_CALLS):
+            ) not in (vocab.SELECTORS | _BOOLEAN_CALLS | vocab.OBSERVING_CALLS | {"partial"}):
                 values = [*node.args, *(k.value for k in node.keywords)]
             else:
                 continue
@@ -496,6 +496,13 @@ class FileFacts:
         if isinstance(expr, ast.Lambda):  # ``tree.map(lambda n, o: ...)``: leaves of signal
             inner = Scope(scope.signal | parameter_names(expr), scope.grad_functions, scope.flags)
             return self._mentions(expr.body, names, inner)
+        if (  # ``partial(jnp.where, ok)``: a select waiting for its two values
+            isinstance(expr, ast.Call)
+            and expr.args
+            and last_part(self.qualified(expr.func) or "") == "partial"
+            and last_part(self.qualified(expr.args[0]) or "") in vocab.SELECTORS
+        ):
+            return False
         if (
             isinstance(expr, ast.Call)
             and expr.args

@@ -106,7 +106,17 @@ FINITE_HELPERS = frozenset({"check_finite", "all_finite", "is_all_finite", "_is_
 # Names that hold a flag when bound from an opaque call or an unpacked result
 # (``dynamic_scale, is_fin, aux, grads = grad_fn(...)``, ``found_inf = ...``).
 BAD_FLAG_NAMES = frozenset(
-    {"overflow", "has_overflow", "found_inf", "found_nan", "has_nan", "has_inf", "nan_found"}
+    {
+        "overflow",
+        "has_overflow",
+        "found_inf",
+        "found_nan",
+        "has_nan",
+        "has_inf",
+        "nan_found",
+        "optimizer_step_was_skipped",
+        "step_was_skipped",
+    }
 )
 GOOD_FLAG_NAMES = frozenset({"is_fin", "is_finite", "all_finite", "grads_finite", "finite"})
 # Words marking code as fp16 dynamic loss scaling.
@@ -139,7 +149,7 @@ FLOW_WORDS = frozenset(
     | FINITE_HELPERS
     | BAD_FLAG_NAMES
     | GOOD_FLAG_NAMES
-    | {"OverflowError", CTC_KEYWORD}
+    | {"OverflowError", CTC_KEYWORD, "scaler", "_scaler", "grad_scaler", "loss_scaler"}
 )
 
 # Words whose presence (as a whole word) lets a file or a unit of code hold a finding.
@@ -295,7 +305,18 @@ TRAINING_CALLS = frozenset(
 # Calls that produce gradients: the callee returns a gradient function (``jax.grad(f)``) ...
 GRAD_TRANSFORMS = frozenset({"grad", "value_and_grad", "filter_grad", "filter_value_and_grad"})
 # ... or the gradients themselves (``torch.autograd.grad``, ``tape.gradient``).
-GRAD_CALLS = frozenset({"gradient", "gradients", "compute_gradients"})
+GRAD_CALLS = frozenset(
+    {
+        "gradient",
+        "gradients",
+        "compute_gradients",
+        "clip_grad_norm_",
+        "clip_grad_norm",
+        "get_grad_norm",
+        "global_norm",
+        "clip_gradients",
+    }
+)
 
 _WORD_SPLIT = re.compile(r"_+|(?<=[a-z0-9])(?=[A-Z])")
 

@@ -48,7 +48,12 @@ WHAT = {
     "replace": "the value is replaced here",
     "drop": "the non-finite samples are dropped here",
     "keep": "the old state is kept here",
+    "sentinel": "the value is replaced by a marker for the overflow check here",
+    "scaler_step": "the scaler skips this step when the gradients overflow",
+    "clamp": "the activations are clamped into the finite range here",
 }
+_FORCED_SCALING = frozenset({"sentinel", "scaler_step"})
+_CLAMPS = frozenset({"clamp", "clamp_", "clip", "clip_by_value", "nan_to_num", "where"})
 
 
 @dataclass(frozen=True)
@@ -339,7 +344,10 @@ class Flows:
             self._block(unit, handler.body, loops, None)
 
     def _if(self, unit: _Unit, stmt: ast.If, loops: int, bad: Flag | None) -> None:
-        found = _strong(self.flag_of(unit, stmt.test))
+        found = self.flag_of(unit, stmt.test)
+        if found is not None and found[0].weak:
+            self._clamped(unit, stmt, found)
+            found = None
         if found is None:
             self._block(unit, stmt.body, loops, bad)
             self._block(unit, stmt.orelse, loops, bad)
@@ -347,10 +355,10 @@ class Flows:
         route, polarity = found
         bad_branch, good_branch = (stmt.body, stmt.orelse) if polarity else (stmt.orelse, stmt.body)
         tested = _names(stmt.test)
-        reacted = self._react(unit, bad_branch, found, tested, loops, stmt)
+        reacted = bool(bad_branch) and self._react(unit, bad_branch, found, tested, loops, stmt)
         if (
             not reacted
-            and not bad_branch
+            and (not bad_branch or route.scaling or unit.scaling)
             and any(
                 isinstance(n, ast.Call) and self._called(n) in vocab.UPDATE_CALLS
                 for s in good_branch
@@ -360,6 +368,20 @@ class Flows:
             self._add(unit, "not_taken", stmt, route)
         self._block(unit, bad_branch, loops, found)
         self._block(unit, good_branch, loops, bad)
+
+    def _clamped(self, unit: _Unit, stmt: ast.If, found: Flag) -> None:
+        """``if not isfinite(h).all(): h = clamp(h, -big, big)``: activations pushed back
+        into the finite range (fp16 overflow workarounds in a forward pass)."""
+        route, polarity = found
+        tested = _names(stmt.test)
+        for branch_stmt in stmt.body if polarity else stmt.orelse:
+            if not isinstance(branch_stmt, ast.Assign) or not isinstance(
+                branch_stmt.value, ast.Call
+            ):
+                continue
+            targets = {_key(t) for t in branch_stmt.targets}
+            if targets & tested and self._called(branch_stmt.value) in _CLAMPS:
+                self._add(unit, "clamp", branch_stmt, route)
 
     # ---- reactions ----------------------------------------------------------------
     def _react(
@@ -408,6 +430,9 @@ class Flows:
                     or (called in sources.FILL_CALLS and _zero_arg(stmt.value))
                 ):
                     return "zero", stmt
+                helper = self.facts.helper_name(stmt.value.func)
+                if helper is not None and self._helper_zeroes(helper):
+                    return "zero", stmt
             if isinstance(stmt, ast.Return):
                 return self._return_kind(unit, stmt, tested)
             if isinstance(stmt, ast.Continue | ast.Break) and loops:
@@ -434,6 +459,13 @@ class Flows:
                     return None
                 if outcome[0] != "go_on":
                     return outcome
+        if any(
+            isinstance(s, ast.Assign)
+            and isinstance(s.value, ast.Constant)
+            and isinstance(s.value.value, bool)
+            for s in branch
+        ):
+            return None  # a flag is set: the reaction to it comes later
         return "go_on", owner
 
     def _return_kind(
@@ -444,6 +476,8 @@ class Flows:
             return "skip", stmt
         if isinstance(value, ast.Constant):
             return None  # ``return True``: a predicate, its caller decides
+        if any(line > stmt.lineno for line in unit.updates_after):
+            return "skip", stmt  # the optimizer step below is not taken
         if self.flag_of(unit, value) is not None:
             # handing the flag back: a skip only when the step it guards is not taken
             later = [line for line in unit.updates_after if line > stmt.lineno]
@@ -481,7 +515,7 @@ class Flows:
             if isinstance(value, ast.Constant) and isinstance(value.value, bool):
                 continue  # a flag being set
             if value is not None and self._sentinel(unit, value):
-                continue  # a marker the caller tests (``norm = -1``), not a made-up value
+                return "sentinel"  # a marker the overflow check reads (``norm = -1``)
             if key in unit.env or self.flag_of(unit, value or target) is not None:
                 continue
             base = key.removeprefix("self.")
@@ -503,7 +537,7 @@ class Flows:
         if isinstance(node, ast.If | ast.ExceptHandler | ast.For | ast.While):
             last = line
         key = (line, col, kind)
-        scaling = route.scaling or unit.scaling
+        scaling = route.scaling or unit.scaling or kind in _FORCED_SCALING
         if key not in self._reactions:
             self._reactions[key] = Reaction(kind, line, col, line, last, route, scaling)
 
@@ -521,6 +555,15 @@ class Flows:
                             if isinstance(arg, ast.Lambda):
                                 extra |= parameter_names(arg)
                 self._select(unit, stmt, node, called, extra)
+                if called == "step" and isinstance(node.func, ast.Attribute):
+                    owner = dotted_name(node.func.value) or ""
+                    if "scaler" in vocab.name_words(owner.rsplit(".", 1)[-1]):
+                        route = Route(node.lineno, f"{owner}.step()", None, True)
+                        self._add(unit, "scaler_step", stmt, route)
+                if called in vocab.MASKED_FILL and len(node.args) >= 2:
+                    found = self.flag_of(unit, node.args[-2], extra)
+                    if found and self._sentinel(unit, node.args[-1]):
+                        self._add(unit, "sentinel", stmt, found[0])
                 if called in _REDUCTIONS:
                     receiver = [node.func.value] if isinstance(node.func, ast.Attribute) else []
                     for subject in [*receiver, *node.args[:1]]:
@@ -560,10 +603,17 @@ class Flows:
         if not found:
             return
         branches = args[1:3]
-        if found[0].weak and not any(self._signal(unit, b, extra) for b in branches):
+        if found[0].weak and not any(
+            self._signal(unit, b, extra) or _mentions_finfo(b) or self._sentinel(unit, b)
+            for b in branches
+        ):
             return
         if any(self._sentinel(unit, b) for b in branches):
-            return  # a marker the caller tests, not a made-up value
+            self._add(unit, "sentinel", stmt, found[0])  # a marker the overflow check reads
+            return
+        if found[0].weak and any(_mentions_finfo(b) for b in branches):
+            self._add(unit, "clamp", stmt, found[0])  # ``where(isinf(h).any(), max - 1000, max)``
+            return
         if called in ("cond", "switch") and any(self._recomputes(b) for b in branches):
             return  # the non-finite branch computes the value again: nothing is kept
         if called in ("cond", "switch") and any(self._zeroes(b) for b in branches):
@@ -621,6 +671,24 @@ class Flows:
             for node in ast.walk(body):
                 if isinstance(node, ast.Call) and self._called(node) == "zeros_like":
                     return True
+                if isinstance(node, ast.Name | ast.Attribute) and (
+                    last_part(self.facts.qualified(node) or "") == "zeros_like"
+                ):
+                    return True
+        return False
+
+    def _helper_zeroes(self, name: str) -> bool:
+        """Does a same-file function clear the gradients (``zero_grad``, ``p.grad = None``)?"""
+        for fn in self.facts.functions_named(name):
+            for node in _own_nodes(fn):
+                if isinstance(node, ast.Call) and self._called(node) in ("zero_grad", "zero_"):
+                    return True
+                if (
+                    isinstance(node, ast.Assign)
+                    and any(isinstance(t, ast.Attribute) and t.attr == "grad" for t in node.targets)
+                    and _none(node.value)
+                ):
+                    return True
         return False
 
     def _sentinel(self, unit: _Unit, node: ast.expr) -> bool:
@@ -649,12 +717,8 @@ class Flows:
             key = dotted_name(expr)
             if key and key in unit.env:
                 return unit.env[key]
-            if (
-                isinstance(expr, ast.Attribute)
-                and isinstance(expr.value, ast.Name)
-                and (expr.value.id == "self" and expr.attr in sources.BAD_FLAG_NAMES)
-            ):
-                return Route(expr.lineno, f"self.{expr.attr}", None, True), True
+            if isinstance(expr, ast.Attribute) and expr.attr in sources.BAD_FLAG_NAMES:
+                return Route(expr.lineno, _short(self.text, expr), None, True), True
             if isinstance(expr, ast.Attribute) and expr.attr in ("any", "all"):
                 return self.flag_of(unit, expr.value, extra)
             return None
@@ -732,6 +796,15 @@ class Flows:
                 or not call.args
             ):
                 return Route(call.lineno, f"{helper}()", None, returned[0].scaling), returned[1]
+        if called in _MAPPERS and len(call.args) >= 2:  # tree map of a test over signal
+            mapped, trees = call.args[0], call.args[1:]
+            if any(self._signal(unit, tree, extra) for tree in trees):
+                if isinstance(mapped, ast.Lambda):
+                    return self.flag_of(unit, mapped.body, extra | parameter_names(mapped))
+                name = last_part(self.facts.qualified(mapped) or "")
+                if name in sources.PREDICATE_POLARITY:
+                    origin = f"{name}({_short(self.text, trees[0])})"
+                    return self._route(call, origin), sources.PREDICATE_POLARITY[name]
         if called == "logical_not" and call.args:
             found = self.flag_of(unit, call.args[0], extra)
             return (found[0], not found[1]) if found else None
@@ -786,6 +859,14 @@ _REDUCTIONS = frozenset({"mean", "sum", "nanmean", "nansum", "reduce_mean", "red
 def _strong(found: Flag | None) -> Flag | None:
     """A flag about training signal (a test of an unknown value is weak)."""
     return found if found is not None and not found[0].weak else None
+
+
+def _mentions_finfo(node: ast.expr) -> bool:
+    """``torch.finfo(h.dtype).max - 1000``: a bound of the floating-point range."""
+    return any(
+        isinstance(n, ast.Call) and getattr(n.func, "attr", getattr(n.func, "id", "")) == "finfo"
+        for n in ast.walk(node)
+    )
 
 
 def _negative(node: ast.expr) -> bool:

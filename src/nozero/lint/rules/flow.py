@@ -286,16 +286,18 @@ class NonFiniteSamplesDropped(FlowRule):
 
 class DynamicLossScaleSkip(FlowRule):
     code = "NZ406"
-    kinds = frozenset({"skip", "zero", "not_taken", "replace", "drop", "keep"})
+    kinds = frozenset(
+        {"skip", "zero", "not_taken", "replace", "drop", "keep", "sentinel", "scaler_step"}
+    )
     scaling = True
     VALID = [
         Example("""\
             import torch
-            scaler = torch.cuda.amp.GradScaler()
             for batch in loader:
-                scaler.scale(model(batch)).backward()
-                scaler.step(optimizer)
-                scaler.update()
+                with torch.autocast("cuda", dtype=torch.bfloat16):
+                    loss = model(batch)
+                loss.backward()
+                optimizer.step()
             """),
     ]
     INVALID = [
@@ -363,6 +365,47 @@ class DynamicLossScaleSkip(FlowRule):
     ]
 
 
+class Fp16OverflowClamp(FlowRule):
+    code = "NZ408"
+    kinds = frozenset({"clamp"})
+    VALID = [
+        Example("""\
+            import torch
+            def forward(self, hidden_states):
+                return torch.clamp(hidden_states, min=-1.0, max=1.0)
+            """),
+    ]
+    INVALID = [
+        Example(
+            """\
+            import torch
+            def forward(self, hidden_states):
+                if self.training and not torch.isfinite(hidden_states).all():
+                    clamp_value = torch.finfo(hidden_states.dtype).max - 1000
+                    hidden_states = torch.clamp(hidden_states, min=-clamp_value, max=clamp_value)
+                return hidden_states
+            """,
+            line=5,
+        ),
+        Example(
+            """\
+            import torch
+            def forward(self, hidden_states):
+                clamp_value = torch.where(
+                    torch.isinf(hidden_states).any(),
+                    torch.finfo(hidden_states.dtype).max - 1000,
+                    torch.finfo(hidden_states.dtype).max,
+                )
+                return torch.clamp(hidden_states, min=-clamp_value, max=clamp_value)
+            """,
+            line=3,
+        ),
+    ]
+
+    def takes(self, reaction: Reaction) -> bool:
+        return reaction.kind in self.kinds  # with fp16 words around it or not
+
+
 class KeepOldOnNonFinite(FlowRule):
     code = "NZ410"
     kinds = frozenset({"keep"})
@@ -428,5 +471,6 @@ RULES: list[type[Rule]] = [
     ValueReplacedOnNonFinite,
     NonFiniteSamplesDropped,
     DynamicLossScaleSkip,
+    Fp16OverflowClamp,
     KeepOldOnNonFinite,
 ]
