@@ -21,20 +21,18 @@ import ast
 import gc
 import symtable
 import warnings
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 
 import libcst as cst
 
 from nozero.lint import prefilter
 from nozero.lint.facts import file_facts, reactions
 from nozero.lint.finding import Finding
-from nozero.lint.imports import last_part
 from nozero.lint.noqa import has_nozero_noqa, noqa_comments
 from nozero.lint.rules import ALL_RULES, Rule, get_rule
 from nozero.lint.rules.base import Context, Hit, children
 from nozero.lint.rules.flow import FlowRule
-from nozero.lint.signal import FileFacts, FunctionNode
-from nozero.lint.vocab import TRIGGER_WORDS
+from nozero.lint.signal import FileFacts
 
 DEFAULT_CODES = frozenset(rule.code for rule in ALL_RULES if rule.default_enabled)
 SYNTAX_ERROR = "NZ001"
@@ -114,50 +112,14 @@ def _syntax_error(source: str, path: str, *, quick: bool) -> Finding | None:
     return Finding(path, line, max(col, 1), SYNTAX_ERROR, f"syntax error: {message}", line)
 
 
-# ---- units and candidates ---------------------------------------------------------------
-def _candidate_units(
-    source: str, units: list[prefilter.Unit], lines: list[str], facts: FileFacts
-) -> list[prefilter.Unit]:
-    """The parts of the file libcst must see: units whose text holds a trigger word or
-    one of this file's names for one (an import alias, a finiteness flag, a helper that
-    sanitizes or tests), narrowed to the statements holding them. Finding the helpers and
-    flags needs the functions that hold triggers, hence the fixed point."""
-    names = set(TRIGGER_WORDS) | facts.scope(0).flags
-    names |= {
-        local for local, qualified in facts.aliases.items() if last_part(qualified) in TRIGGER_WORDS
-    }
-    triggers = prefilter.TriggerLines(source, lines)
-    triggers.add_words(names - TRIGGER_WORDS)
-    while True:
-        frozen = frozenset(names)
-        selected: list[prefilter.Unit] = []
-        holders: set[FunctionNode] = set()
-        for unit in units:
-            if triggers.could_hold_finding(unit.first, unit.last):
-                pieces, functions = prefilter.narrow(unit, lines, frozen, triggers)
-                selected += pieces
-                holders |= functions
-        found = {
-            fn.name
-            for fn in holders
-            if facts.is_sanitizer_helper(fn.name) or facts.is_predicate_helper(fn.name)
-        }
-        for fn in holders:  # ``ok = isfinite(loss)`` ... ``where(ok, new, old)``
-            found |= facts.scope(fn.lineno).flags
-        if found <= names:
-            return selected
-        triggers.add_words(found - names)
-        names |= found
-
-
 # ---- libcst ---------------------------------------------------------------------------
 def _dispatch(module: cst.Module, rules: list[Rule], ctx: Context, def_lines: list[int]) -> None:
     """Hand each node of ``module`` to the rules that inspect its type, keeping the
     context's ancestors and enclosing functions up to date."""
-    by_type: dict[type[cst.CSTNode], list[Rule]] = {}
+    by_type: dict[type[cst.CSTNode], list[Callable[[cst.CSTNode, Context], None]]] = {}
     for rule in rules:
         for node_type in rule.node_types:
-            by_type.setdefault(node_type, []).append(rule)
+            by_type.setdefault(node_type, []).append(rule.visitor(node_type))
     lines = iter(def_lines)  # libcst meets the defs in source order, as ``ast`` lists them
     stack: list[tuple[cst.CSTNode, bool]] = [(module, True)]
     while stack:
@@ -169,8 +131,8 @@ def _dispatch(module: cst.Module, rules: list[Rule], ctx: Context, def_lines: li
             continue
         if isinstance(node, cst.FunctionDef):
             ctx.scopes.append(next(lines))
-        for rule in by_type.get(type(node), ()):
-            rule.check(node, ctx)
+        for visit in by_type.get(type(node), ()):
+            visit(node, ctx)
         ctx.ancestors.append(node)
         stack.append((node, False))
         stack.extend((child, True) for child in reversed(children(node)))
@@ -247,7 +209,7 @@ def _node_hits(
     """The libcst rules, on the candidate units (or, without shortcuts, the whole file)."""
     units = prefilter.split_units(tree, lines)
     if shortcuts:
-        units = _candidate_units(source, units, lines, facts)
+        units = prefilter.candidate_units(source, units, lines, facts)
     else:
         whole = prefilter.Unit(1, len(lines), tree.body, False)
         try:

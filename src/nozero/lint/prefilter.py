@@ -24,7 +24,8 @@ from dataclasses import dataclass
 from itertools import accumulate
 
 from nozero.lint import vocab
-from nozero.lint.signal import FunctionNode, compares_itself
+from nozero.lint.imports import last_part
+from nozero.lint.signal import FileFacts, FunctionNode, compares_itself
 
 
 def could_hold_finding(text: str) -> bool:
@@ -227,3 +228,40 @@ def narrow(
 
 def _within(inner: Unit, outer: Unit) -> bool:
     return inner is not outer and outer.first <= inner.first and inner.last <= outer.last
+
+
+def candidate_units(
+    source: str, units: list[Unit], lines: list[str], facts: FileFacts
+) -> list[Unit]:
+    """The parts of the file libcst must see: units whose text holds a trigger word or
+    one of this file's names for one (an import alias, a finiteness flag, a helper that
+    sanitizes or tests), narrowed to the statements holding them. Finding the helpers and
+    flags needs the functions that hold triggers, hence the fixed point."""
+    names = set(vocab.TRIGGER_WORDS) | facts.scope(0).flags
+    names |= {
+        local
+        for local, qualified in facts.aliases.items()
+        if last_part(qualified) in vocab.TRIGGER_WORDS
+    }
+    triggers = TriggerLines(source, lines)
+    triggers.add_words(names - vocab.TRIGGER_WORDS)
+    while True:
+        frozen = frozenset(names)
+        selected: list[Unit] = []
+        holders: set[FunctionNode] = set()
+        for unit in units:
+            if triggers.could_hold_finding(unit.first, unit.last):
+                pieces, functions = narrow(unit, lines, frozen, triggers)
+                selected += pieces
+                holders |= functions
+        found = {
+            fn.name
+            for fn in holders
+            if facts.is_sanitizer_helper(fn.name) or facts.is_predicate_helper(fn.name)
+        }
+        for fn in holders:  # ``ok = isfinite(loss)`` ... ``where(ok, new, old)``
+            found |= facts.scope(fn.lineno).flags
+        if found <= names:
+            return selected
+        triggers.add_words(found - names)
+        names |= found

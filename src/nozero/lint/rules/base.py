@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import textwrap
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import cache, cached_property
 from typing import ClassVar
@@ -65,12 +65,16 @@ class Rule:
             entry = catalog.entry(cls.code)
             cls.name, cls.message, cls.doc = entry.name, entry.message, entry.doc
             cls.default_enabled = entry.default
+        visited = sorted(name[len("visit_") :] for name in dir(cls) if name.startswith("visit_"))
+        cls.node_types = tuple(getattr(cst, name) for name in visited)
 
-    # libcst node types handed to ``check``; empty for rules the engine applies itself.
+    # libcst node types the rule has a ``visit_<Node>`` method for (set from those
+    # methods); empty for rules the engine applies itself.
     node_types: ClassVar[tuple[type[cst.CSTNode], ...]] = ()
 
-    def check(self, node: cst.CSTNode, ctx: Context) -> None:
-        raise NotImplementedError
+    def visitor(self, node_type: type[cst.CSTNode]) -> Callable[[cst.CSTNode, Context], None]:
+        """The method that inspects nodes of ``node_type``."""
+        return getattr(self, f"visit_{node_type.__name__}")
 
 
 def cst_dotted_name(node: cst.CSTNode) -> str | None:

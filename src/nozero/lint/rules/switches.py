@@ -27,11 +27,13 @@ class _OptaxSwitch(Rule):
 
     switch: str
 
-    node_types = (cst.Name, cst.Attribute)
+    def visit_Name(self, node: cst.Name, ctx: Context) -> None:
+        self._switch(node, node.value, ctx)
 
-    def check(self, node: cst.CSTNode, ctx: Context) -> None:
-        assert isinstance(node, cst.Name | cst.Attribute)
-        last = node.attr.value if isinstance(node, cst.Attribute) else node.value
+    def visit_Attribute(self, node: cst.Attribute, ctx: Context) -> None:
+        self._switch(node, node.attr.value, ctx)
+
+    def _switch(self, node: cst.Name | cst.Attribute, last: str, ctx: Context) -> None:
         if last != self.switch and last not in ctx.facts.aliases:
             return  # cheap test first: this runs on every name in the code
         qualified = ctx.qualified(node) or ""
@@ -82,33 +84,32 @@ class _SwitchOff(Rule):
     keyword: str
     bad_value: m.BaseMatcherNode
 
-    node_types = (cst.Arg, cst.DictElement, cst.Assign, cst.AnnAssign)
-
-    def check(self, node: cst.CSTNode, ctx: Context) -> None:
+    def visit_AnnAssign(self, node: cst.AnnAssign, ctx: Context) -> None:
+        """``flag: bool = True`` and ``flag: bool = field(default=True)``"""
         value = node.value
-        if isinstance(node, cst.AnnAssign):  # ``flag: bool = field(default=True)``
-            hit = m.matches(
-                node.target, m.Name(self.keyword) | m.Attribute(attr=m.Name(self.keyword))
+        if isinstance(value, cst.Call) and ctx.called(value) == "field":
+            value = next(
+                (a.value for a in value.args if a.keyword and a.keyword.value == "default"), None
             )
-            if isinstance(value, cst.Call) and ctx.called(value) == "field":
-                value = next(
-                    (a.value for a in value.args if a.keyword and a.keyword.value == "default"),
-                    None,
-                )
-            if hit and value is not None and m.matches(value, self.bad_value):
-                ctx.report(node, self)
-            return
-        if isinstance(node, cst.Arg):
-            hit = node.keyword is not None and node.keyword.value == self.keyword
-        elif isinstance(node, cst.DictElement):
-            hit = isinstance(node.key, cst.SimpleString) and (
-                node.key.evaluated_value == self.keyword
-            )
-        else:
-            hit = any(
-                m.matches(t.target, m.Attribute(attr=m.Name(self.keyword))) for t in node.targets
-            )
-        if hit and m.matches(value, self.bad_value):
+        target = m.Name(self.keyword) | m.Attribute(attr=m.Name(self.keyword))
+        if m.matches(node.target, target) and value is not None:
+            self._report_if_bad(node, value, ctx)
+
+    def visit_Arg(self, node: cst.Arg, ctx: Context) -> None:
+        if node.keyword is not None and node.keyword.value == self.keyword:
+            self._report_if_bad(node, node.value, ctx)
+
+    def visit_DictElement(self, node: cst.DictElement, ctx: Context) -> None:
+        if isinstance(node.key, cst.SimpleString) and node.key.evaluated_value == self.keyword:
+            self._report_if_bad(node, node.value, ctx)
+
+    def visit_Assign(self, node: cst.Assign, ctx: Context) -> None:
+        target = m.Attribute(attr=m.Name(self.keyword))
+        if any(m.matches(t.target, target) for t in node.targets):
+            self._report_if_bad(node, node.value, ctx)
+
+    def _report_if_bad(self, node: cst.CSTNode, value: cst.BaseExpression, ctx: Context) -> None:
+        if m.matches(value, self.bad_value):
             ctx.report(node, self)
 
 
