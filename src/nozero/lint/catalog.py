@@ -265,10 +265,16 @@ loaded.
         default=True,
         doc="""\
 ## What it flags
-An `if` that tests loss or gradients for NaN/Inf (`isnan`, `isinf`, `isfinite`,
-`math.isnan`, `x != x`, a same-file helper that does) and whose branch skips: `continue`,
-`break`, `pass`, `return` (of the old state or `None`), `optimizer.zero_grad()` — without
-raising.
+A step left when the loss or a gradient is non-finite, found by following the finiteness
+fact from where it is established to where training reacts to it: a test (`isnan`,
+`isinf`, `isfinite`, `x != x`, `x == inf`, `tf.math.is_nan`), a flag holding one
+(`ok = ...`, `self.bad = ...`, a same-file helper's tuple result, an `all_reduce`d or
+`.item()`ed flag, `skip = True` set where a test failed), then `continue`, `break`,
+`pass`, a `return` of the old state or of nothing, the optimizer step taken only when
+finite, or the gradients zeroed (`zero_grad()`, `p.grad = None`, `zero_()`, `fill_(0)`,
+a `cond` whose other branch returns zeros). One branch raising does not excuse another
+that goes on. The finding is at the reaction and its message names the route, e.g.
+`bad set at line 12 from isnan(loss); the step is skipped here`.
 
 ## Why it is harmful
 Skipping hides the bad step: the data or the bug that produced it is never looked at, and
@@ -296,9 +302,9 @@ if not math.isfinite(loss.item()):
         default=True,
         doc="""\
 ## What it flags
-An `if` in a training loop (or guarding an optimizer step) that tests loss or gradients
-for NaN/Inf but neither raises nor stops: it only logs or counts, or it guards the update
-(`if isfinite(loss): optimizer.step()`), so the loop goes on with the next batch.
+A finiteness test of the loss or gradients, in code that trains (a loop over batches, an
+optimizer step), whose branch neither raises nor skips: it only logs or counts, so the
+loop goes on with the next batch. Passing the flag to a log call records nothing.
 
 ## Why it is harmful
 A warning in a log is not investigation: the run continues past the bad step, and the
@@ -476,8 +482,11 @@ torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0, error_if_nonfinite=False
         default=True,
         doc="""\
 ## What it flags
-Hugging Face `TrainingArguments(logging_nan_inf_filter=True)` set explicitly (also as a
-config key or attribute).
+Hugging Face's `logging_nan_inf_filter` switched on: an explicit
+`TrainingArguments(logging_nan_inf_filter=True)`, a config key or attribute, or a
+dataclass field whose default is on (`logging_nan_inf_filter: bool = field(default=True)`).
+The loop that implements the filter (a non-finite step loss replaced by the running
+average) is NZ106's finding.
 
 ## Why it is harmful
 The logged loss of a window that contained a NaN or Inf step is replaced by the average
@@ -503,9 +512,11 @@ args = TrainingArguments(output_dir="out", logging_nan_inf_filter=True)
 Off by default (enable with `--select NZ406` or `--select ALL`). fp16 dynamic loss
 scaling written in the file: an overflow flag (`has_overflow`, `check_using_norm`,
 `found_inf` from unscaling, flax `DynamicScale`'s `is_fin`, Keras
-`LossScaleOptimizer`'s finiteness check, `except OverflowError`) that skips the
-optimizer step, keeps the old parameters or zeroes the gradients, usually while lowering
-the scale.
+`LossScaleOptimizer`'s finiteness check, `except OverflowError`, an
+`optimizer_step_was_skipped` attribute) that skips the optimizer step, keeps the old
+parameters or zeroes the gradients, usually while lowering the scale; a `GradScaler`'s
+`step`, which skips by itself; and a non-finite gradient norm replaced by a marker
+(`-1`) that the overflow check reads.
 
 ## Why it is harmful
 Skipping an overflowed step is how fp16 loss scaling works, so this is not an error by
@@ -596,11 +607,12 @@ check that raises on the first non-finite loss.
         default=True,
         doc="""\
 ## What it flags
-`lax.cond`, `lax.select`, `where` or a conditional expression (`new if ok else old`)
-that chooses between the new and the old parameters,
-optimizer state or updates on a finiteness test of the loss or gradients — unless the
-same function raises, or keeps the failure (returns it, stores it, passes it to a
-callback) so that a caller can raise.
+`lax.cond`, `lax.select`, `where`, `tf.cond`, a tree map of any of them (a lambda or
+`functools.partial(jnp.where, ok)`) or a conditional expression (`new if ok else old`)
+that chooses between the new and the old parameters, optimizer state or updates on a
+finiteness fact about the loss or gradients — unless the function keeps the failure for
+a raise (returns the flag, stores it, passes it on to anything but a log) or raises on
+it. An unrelated `assert` or `raise` elsewhere in the function does not count.
 
 ## Why it is harmful
 It is the device-side form of "skip the step": the bad step leaves no trace, and if every

@@ -39,6 +39,7 @@ def could_hold_finding(text: str) -> bool:
         or ("except" in text and vocab.NONFINITE_TEXT.search(text))
         or ("==" in text and "inf" in text.lower() and vocab.INF_COMPARISON.search(text))
         or vocab.word_offsets(text, vocab.FLOW_WORDS)
+        or any(suffix in text for suffix in vocab.SETTING_SUFFIXES)
     )
 
 
@@ -51,6 +52,11 @@ class TriggerLines:
         self._ends = list(accumulate(len(line) for line in lines))
         self.words = self._lines(vocab.word_offsets(source, vocab.TRIGGER_WORDS))
         self.words += self._lines(vocab.self_comparisons(source))
+        for suffix in vocab.SETTING_SUFFIXES:  # ``ctc_zero_infinity``: part of a word
+            at = source.find(suffix)
+            while at >= 0:
+                self.words += self._lines([at])
+                at = source.find(suffix, at + 1)
         self.words.sort()
         self.excepts = self._lines(vocab.word_offsets(source, ["except"]))
         self.nonfinite_text = (
@@ -165,11 +171,13 @@ def split_units(tree: ast.Module, lines: list[str]) -> list[Unit]:
 def _is_trigger(node: ast.AST, names: frozenset[str], except_text: bool) -> bool:
     """Can a rule's match start at ``node``? (Over-approximates every rule's condition.)"""
     if isinstance(node, ast.Name):
-        return node.id in names
+        return node.id in names or node.id.endswith(vocab.SETTING_SUFFIXES)
     if isinstance(node, ast.Attribute):
-        return node.attr in names
+        return node.attr in names or node.attr.endswith(vocab.SETTING_SUFFIXES)
+    if isinstance(node, ast.arg):  # ``def __init__(self, ctc_zero_infinity=True)``
+        return node.arg.endswith(vocab.SETTING_SUFFIXES)
     if isinstance(node, ast.keyword):
-        return node.arg in names
+        return node.arg in names or (node.arg or "").endswith(vocab.SETTING_SUFFIXES)
     if isinstance(node, ast.Constant):
         return isinstance(node.value, str) and node.value in names
     if isinstance(node, ast.Compare):  # ``x != x``

@@ -142,6 +142,8 @@ SCALING_WORDS = (
     "backoff_factor",
 )
 CTC_KEYWORD = "zero_infinity"  # torch CTCLoss
+# Settings matched as the end of a name too (``ctc_zero_infinity``).
+SETTING_SUFFIXES = (CTC_KEYWORD,)
 # Words only the flow pass and the opt-in switches need: a file holding one is read whole
 # by ``ast`` (the flows), but they send no unit to libcst.
 FLOW_WORDS = frozenset(

@@ -375,6 +375,10 @@ class Flows:
         route, polarity = found
         tested = _names(stmt.test)
         for branch_stmt in stmt.body if polarity else stmt.orelse:
+            if isinstance(branch_stmt, ast.Assign) and self._sentinel(unit, branch_stmt.value):
+                if {_key(t) for t in branch_stmt.targets} & tested:
+                    self._add(unit, "sentinel", branch_stmt, route)  # ``norm = -1``
+                continue
             if not isinstance(branch_stmt, ast.Assign) or not isinstance(
                 branch_stmt.value, ast.Call
             ):
@@ -568,6 +572,12 @@ class Flows:
                     receiver = [node.func.value] if isinstance(node.func, ast.Attribute) else []
                     for subject in [*receiver, *node.args[:1]]:
                         self._drop(unit, stmt, subject, extra)
+            elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
+                # ``bad * err + (~bad) * norm`` with ``err = tensor(-1.0)``
+                for one, other in ((node.left, node.right), (node.right, node.left)):
+                    found = self.flag_of(unit, one, extra)
+                    if found and found[1] and self._sentinel(unit, other):
+                        self._add(unit, "sentinel", stmt, found[0])
             elif isinstance(node, ast.IfExp):
                 found = _strong(self.flag_of(unit, node.test, extra))
                 if found and not any(self._constant(b) for b in (node.body, node.orelse)):
@@ -604,14 +614,14 @@ class Flows:
             return
         branches = args[1:3]
         if found[0].weak and not any(
-            self._signal(unit, b, extra) or _mentions_finfo(b) or self._sentinel(unit, b)
+            self._signal(unit, b, extra) or self._finfo(unit, b) or self._sentinel(unit, b)
             for b in branches
         ):
             return
         if any(self._sentinel(unit, b) for b in branches):
             self._add(unit, "sentinel", stmt, found[0])  # a marker the overflow check reads
             return
-        if found[0].weak and any(_mentions_finfo(b) for b in branches):
+        if found[0].weak and any(self._finfo(unit, b) for b in branches):
             self._add(unit, "clamp", stmt, found[0])  # ``where(isinf(h).any(), max - 1000, max)``
             return
         if called in ("cond", "switch") and any(self._recomputes(b) for b in branches):
@@ -691,6 +701,18 @@ class Flows:
                     return True
         return False
 
+    def _finfo(self, unit: _Unit, node: ast.expr) -> bool:
+        """A bound of the floating-point range, or a name bound to one in the function."""
+        if _mentions_finfo(node):
+            return True
+        if isinstance(unit.node, ast.FunctionDef):
+            names = _names(node)
+            return any(
+                names & bound and _mentions_finfo(value)
+                for bound, value in self.facts.bindings(unit.node)
+            )
+        return False
+
     def _sentinel(self, unit: _Unit, node: ast.expr) -> bool:
         """A negative constant (``-1``), or a name bound to one (``torch.tensor(-1.0)``)."""
         if _negative(node):
@@ -755,14 +777,11 @@ class Flows:
                 return self._route(expr, f"{_short(self.text, left)} != itself"), True
             return None
         for side, other in ((left, right), (right, left)):
-            if (
-                _is_inf(side)
-                and isinstance(op, ast.Eq | ast.NotEq | ast.Is)
-                and self._signal(unit, other, extra)
-            ):
-                return self._route(expr, f"{_short(self.text, other)} == inf"), isinstance(
-                    op, ast.Eq | ast.Is
-                )
+            if _is_inf(side) and isinstance(op, ast.Eq | ast.NotEq | ast.Is):
+                route = self._route(expr, f"{_short(self.text, other)} == inf")
+                if not self._signal(unit, other, extra):
+                    route = dataclasses.replace(route, weak=True)
+                return route, isinstance(op, ast.Eq | ast.Is)
         found = self.flag_of(unit, left, extra)
         if found and isinstance(right, ast.Constant):
             truthy = bool(right.value)

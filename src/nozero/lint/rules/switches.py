@@ -83,6 +83,12 @@ class _SwitchOff(Rule):
 
     keyword: str
     bad_value: m.BaseMatcherNode
+    # also a setting named ``<prefix>_<keyword>`` (``ctc_zero_infinity``), and a value
+    # read from such a setting of a config object
+    follows_settings: bool = False
+
+    def _named(self, name: str) -> bool:
+        return name == self.keyword or (self.follows_settings and name.endswith("_" + self.keyword))
 
     def visit_AnnAssign(self, node: cst.AnnAssign, ctx: Context) -> None:
         """``flag: bool = True`` and ``flag: bool = field(default=True)``"""
@@ -91,9 +97,19 @@ class _SwitchOff(Rule):
             value = next(
                 (a.value for a in value.args if a.keyword and a.keyword.value == "default"), None
             )
-        target = m.Name(self.keyword) | m.Attribute(attr=m.Name(self.keyword))
-        if m.matches(node.target, target) and value is not None:
+        target = node.target
+        name = (
+            target.value
+            if isinstance(target, cst.Name)
+            else (target.attr.value if isinstance(target, cst.Attribute) else "")
+        )
+        if self._named(name) and value is not None:
             self._report_if_bad(node, value, ctx)
+
+    def visit_Param(self, node: cst.Param, ctx: Context) -> None:
+        """``def __init__(self, ctc_zero_infinity=True)``"""
+        if node.default is not None and self.follows_settings and self._named(node.name.value):
+            self._report_if_bad(node, node.default, ctx)
 
     def visit_Arg(self, node: cst.Arg, ctx: Context) -> None:
         if node.keyword is not None and node.keyword.value == self.keyword:
@@ -109,7 +125,10 @@ class _SwitchOff(Rule):
             self._report_if_bad(node, node.value, ctx)
 
     def _report_if_bad(self, node: cst.CSTNode, value: cst.BaseExpression, ctx: Context) -> None:
-        if m.matches(value, self.bad_value):
+        if isinstance(value, cst.Call) and ctx.called(value) == "get" and len(value.args) >= 2:
+            value = value.args[1].value  # ``config.get("zero_infinity", True)``: its default
+        read = value.attr.value if isinstance(value, cst.Attribute) else ""
+        if m.matches(value, self.bad_value) or (self.follows_settings and self._named(read)):
             ctx.report(node, self)
 
 
@@ -145,6 +164,7 @@ class CtcZeroInfinity(_SwitchOff):
     code = "NZ407"
     keyword = "zero_infinity"
     bad_value = _TRUE
+    follows_settings = True
     VALID = [
         Example("""\
             import torch
@@ -167,6 +187,25 @@ class CtcZeroInfinity(_SwitchOff):
                 zero_infinity: bool = field(default=True)
             """,
             line=4,
+        ),
+        Example(
+            """\
+            class SpeechConfig:
+                def __init__(self, vocab_size=32, ctc_zero_infinity=True):
+                    self.ctc_zero_infinity = ctc_zero_infinity
+            """,
+            line=2,
+        ),
+        Example(
+            """\
+            import torch
+            def ctc(self, log_probs, labels, input_lengths, label_lengths):
+                return torch.nn.functional.ctc_loss(
+                    log_probs, labels, input_lengths, label_lengths,
+                    zero_infinity=self.config.ctc_zero_infinity,
+                )
+            """,
+            line=5,
         ),
     ]
 
