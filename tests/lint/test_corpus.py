@@ -655,6 +655,22 @@ HAND_WRITTEN = [
         """,
     ),
     case(
+        "Hessian eigenvalue diagnostic cleans its products",
+        """\
+        import torch
+        class Eigenvalue:
+            def estimate(self, loss, params, iterations):
+                grads = torch.autograd.grad(loss, params, create_graph=True)
+                v = [torch.randn_like(p) for p in params]
+                stats = {}
+                for _ in range(iterations):
+                    hv = torch.autograd.grad(grads, params, grad_outputs=v, retain_graph=True)
+                    hv = [torch.nan_to_num(h, nan=0.0, posinf=0.0, neginf=0.0) for h in hv]
+                    stats.update(value=sum((h * u).sum() for h, u in zip(hv, v)).item())
+                return stats
+        """,
+    ),
+    case(
         "grad norm sentinel for the caller",
         """\
         import torch

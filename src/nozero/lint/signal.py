@@ -48,6 +48,16 @@ def compares_itself(node: ast.Compare) -> bool:
     )
 
 
+def _updates_a_mapping(call: ast.Call) -> bool:
+    """``stats.update(...)`` on a dict rather than ``optimizer.update(grads, state)``."""
+    func = call.func
+    if not (isinstance(func, ast.Attribute) and func.attr == "update"):
+        return False
+    owner = dotted_name(func.value) or ""
+    words = vocab.name_words(owner.rsplit(".", 1)[-1])
+    return not {"optimizer", "opt", "optim", "tx", "solver", "transform"} & set(words)
+
+
 def source_segment(text: str, node: ast.expr) -> str:
     """The source of ``node`` in ``text``. (``ast.get_source_segment`` splits the whole
     text into lines on every call, which is quadratic on a large file.)"""
@@ -202,16 +212,21 @@ class FileFacts:
     def _observes(self, fn: FunctionNode) -> bool:
         key = ("observes", str(fn.lineno))
         if key not in self._helper_memo:
+            calls = [n for n in ast.walk(fn) if isinstance(n, ast.Call)]
+            # Hessian-vector products (``autograd.grad(grads, params, grad_outputs=v)``)
+            # measure curvature; they are diagnostics unless a step follows
+            curvature = [c for c in calls if any(k.arg == "grad_outputs" for k in c.keywords)]
             called = {
                 last_part(self.qualified(n.func) or getattr(n.func, "attr", None))
-                for n in ast.walk(fn)
-                if isinstance(n, ast.Call)
+                for n in calls
+                if n not in curvature and not _updates_a_mapping(n)
             }
             called |= {
                 last_part(self.qualified(d) or getattr(d, "attr", None)) for d in fn.decorator_list
             }
             trains = called & (vocab.UPDATE_CALLS | vocab.TRAINING_CALLS)
-            self._helper_memo[key] = not trains and bool(called & vocab.OBSERVING_MARKERS)
+            marked = bool(called & vocab.OBSERVING_MARKERS) or bool(curvature)
+            self._helper_memo[key] = not trains and marked
         return self._helper_memo[key]
 
     def mentions_scaling(self, key: int) -> bool:
