@@ -215,7 +215,11 @@ class FileFacts:
             calls = [n for n in ast.walk(fn) if isinstance(n, ast.Call)]
             # Hessian-vector products (``autograd.grad(grads, params, grad_outputs=v)``)
             # measure curvature; they are diagnostics unless a step follows
-            curvature = [c for c in calls if any(k.arg == "grad_outputs" for k in c.keywords)]
+            curvature = [
+                c
+                for c in calls
+                if any(k.arg in ("grad_outputs", "create_graph") for k in c.keywords)
+            ]
             called = {
                 last_part(self.qualified(n.func) or getattr(n.func, "attr", None))
                 for n in calls
