@@ -37,8 +37,11 @@ def could_hold_finding(text: str) -> bool:
         )
         or ("!=" in text and vocab.self_comparisons(text))
         or ("except" in text and vocab.NONFINITE_TEXT.search(text))
-        or ("==" in text and "inf" in text.lower() and vocab.INF_COMPARISON.search(text))
-        or vocab.word_offsets(text, vocab.FLOW_WORDS)
+        or ("==" in text and vocab.compares_with_inf(text))
+        or (
+            any(core in text for core in vocab.FLOW_CORES)
+            and (vocab.word_offsets(text, vocab.SCREEN_FLOW_WORDS) or vocab.FLAG_TEXT.search(text))
+        )
         or any(suffix in text for suffix in vocab.SETTING_SUFFIXES)
     )
 

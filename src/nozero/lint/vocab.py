@@ -142,6 +142,12 @@ SCALING_WORDS = (
     "backoff_factor",
 )
 CTC_KEYWORD = "zero_infinity"  # torch CTCLoss
+# Words common in comments and strings: the file-level screen accepts them only where
+# code binds or reads a flag (``overflow = ...``, ``x.overflow``, ``except OverflowError``).
+COMMON_FLOW_WORDS = frozenset({"overflow", "finite", "OverflowError"})
+FLAG_TEXT = re.compile(
+    r"\.overflow\b|\b(?:overflow|finite)\b[\s)\],]*=(?!=)|except\b[^\n:]*\bOverflowError\b"
+)
 # Settings matched as the end of a name too (``ctc_zero_infinity``).
 SETTING_SUFFIXES = (CTC_KEYWORD,)
 # Words only the flow pass and the opt-in switches need: a file holding one is read whole
@@ -153,6 +159,26 @@ FLOW_WORDS = frozenset(
     | GOOD_FLAG_NAMES
     | {"OverflowError", CTC_KEYWORD, "scaler", "_scaler", "grad_scaler", "loss_scaler"}
 )
+SCREEN_FLOW_WORDS = FLOW_WORDS - COMMON_FLOW_WORDS
+# Substrings at least one of which every flow word, and FLAG_TEXT's every match, holds:
+# a cheap first screen before the word search.
+FLOW_CORES = (
+    "overflow",
+    "Overflow",
+    "check_using_norm",
+    "inf_or_nan",
+    "invalid_grad_norm",
+    "finite",
+    "found_",
+    "has_nan",
+    "has_inf",
+    "nan_found",
+    "was_skipped",
+    "is_fin",
+    CTC_KEYWORD,
+    "scaler",
+)
+assert all(any(core in word for core in FLOW_CORES) for word in FLOW_WORDS)
 
 # Words whose presence (as a whole word) lets a file or a unit of code hold a finding.
 TRIGGER_WORDS = frozenset(
@@ -173,6 +199,22 @@ NONFINITE_TEXT = re.compile(r"""(?i)["'](?:nan|inf|infinity|non-?finite)\b""")
 INF_COMPARISON = re.compile(
     r"""==\s*[-+]?\s*(?:float\(\s*["'][-+]?inf|(?:\w+\.)*[Ii]nf\b)|\b[Ii]nf\s*=="""
 )
+
+
+def compares_with_inf(text: str) -> bool:
+    """Does a line of ``text`` compare with infinity (``x == float("inf")``)? Only lines
+    holding both ``inf`` and ``==`` are matched against the pattern."""
+    for word in ("inf", "Inf"):
+        at = text.find(word)
+        while at >= 0:
+            start = text.rfind("\n", 0, at) + 1
+            end = text.find("\n", at)
+            end = len(text) if end < 0 else end
+            line = text[start:end]
+            if "==" in line and INF_COMPARISON.search(line):
+                return True
+            at = text.find(word, end)
+    return False
 
 
 def is_word_char(char: str) -> bool:

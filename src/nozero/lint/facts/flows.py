@@ -20,8 +20,10 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import functools
 import io
 from bisect import bisect_left, bisect_right
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from nozero.lint import vocab
@@ -95,15 +97,37 @@ Flag = tuple[Route, bool]
 
 @dataclass
 class _Unit:
-    """One function (or the module body) being read."""
+    """One function (or the module body) being read. Its signal scope is computed on the
+    first question that needs it: most functions read hold no test of training signal."""
 
     node: ast.AST
-    scope: Scope
+    scope_of: Callable[[], Scope]
     env: dict[str, Flag]
     scaling: bool
-    updates_after: list[int] = field(default_factory=list)  # lines of optimizer steps
-    trains: bool = False  # it steps, computes gradients, or loops over batches
+    steps_of: Callable[[], list[int]] = list  # lines of its optimizer steps
+    trains_of: Callable[[], bool] = bool  # it steps, computes gradients, loops over batches
     returns: dict[int | None, Flag] = field(default_factory=dict)
+    _scope: Scope | None = None
+    _steps: list[int] | None = None
+    _trains: bool | None = None
+
+    @property
+    def scope(self) -> Scope:
+        if self._scope is None:
+            self._scope = self.scope_of()
+        return self._scope
+
+    @property
+    def updates_after(self) -> list[int]:
+        if self._steps is None:
+            self._steps = self.steps_of()
+        return self._steps
+
+    @property
+    def trains(self) -> bool:
+        if self._trains is None:
+            self._trains = bool(self.updates_after) or self.trains_of()
+        return self._trains
 
 
 class Flows:
@@ -117,6 +141,7 @@ class Flows:
         self._reactions: dict[tuple[int, int, str], Reaction] = {}
         self._done = False
         self._collect = False
+        self._flag_lines: dict[str, list[int]] = {}
 
     # ---- the front door -----------------------------------------------------------
     def reactions(self) -> list[Reaction]:
@@ -148,22 +173,38 @@ class Flows:
                     flags.update({k: v for k, v in unit.env.items() if k.startswith("self.")})
             self._class_flags[id(cls)] = flags
             found |= {key.removeprefix("self.") for key in flags}
-        for fn in _statements(tree):  # same-file functions that hand back a flag
+        for fn in _statements(tree):  # same-file functions that may hand back a flag
             if isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef) and self._holds(fn):
-                if self._helper_returns(fn.name):
-                    found.add(fn.name)
+                found.add(fn.name)
         self._collect = False
         if found:
             self._lines |= self._word_lines(found)
             self._sorted_lines = sorted(self._lines)
         self._reactions = {}
-        module = _Unit(tree, self.facts.scope(0), {}, False, trains=self._trains(tree))
+        module = _Unit(
+            tree, lambda: self.facts.scope(0), {}, False, trains_of=lambda: self._trains(tree)
+        )
         self._block(module, tree.body, 0, None)
         self._visit_functions(tree, {})
 
-    def _word_lines(self, words: set[str] | frozenset[str]) -> set[int]:
+    def _interesting(self, unit: _Unit, stmt: ast.stmt) -> bool:
+        """Do the statement's lines hold a finiteness word or a flag's name?"""
+        first, last = stmt.lineno, stmt.end_lineno or stmt.lineno
+        if _any_within(self._sorted_lines, first, last):
+            return True
+        for key in unit.env:
+            word = key.rsplit(".", 1)[-1]
+            if word not in self._flag_lines:
+                self._flag_lines[word] = sorted(self._word_lines({word}, comparisons=False))
+            if _any_within(self._flag_lines[word], first, last):
+                return True
+        return False
+
+    def _word_lines(self, words: set[str] | frozenset[str], comparisons: bool = True) -> set[int]:
         text = self.text
-        offsets = vocab.word_offsets(text, words) + vocab.self_comparisons(text)
+        offsets = vocab.word_offsets(text, words)
+        if comparisons:
+            offsets += vocab.self_comparisons(text)
         starts = line_starts(text)
         return {bisect_right(starts, offset) for offset in offsets}
 
@@ -195,15 +236,23 @@ class Flows:
     def _read_function(self, fn: FunctionNode, inherited: dict[str, Flag]) -> _Unit:
         segment = source_segment(self.text, fn) if fn.end_lineno else ""  # type: ignore[arg-type]
         scaling = bool(vocab.word_offsets(segment, sources.SCALING_WORDS))
-        unit = _Unit(fn, self.facts.scope(fn.lineno), dict(inherited), scaling)
-        unit.updates_after = sorted(
+        unit = _Unit(
+            fn,
+            lambda: self.facts.scope(fn.lineno),
+            dict(inherited),
+            scaling,
+            steps_of=lambda: self._steps(fn),
+            trains_of=lambda: self._trains(fn),
+        )
+        self._block(unit, fn.body, 0, None)
+        return unit
+
+    def _steps(self, fn: ast.AST) -> list[int]:
+        return sorted(
             node.lineno
             for node in _own_nodes(fn)
             if isinstance(node, ast.Call) and self._called(node) in vocab.UPDATE_CALLS
         )
-        unit.trains = bool(unit.updates_after) or self._trains(fn)
-        self._block(unit, fn.body, 0, None)
-        return unit
 
     def _trains(self, root: ast.AST) -> bool:
         """Does the code step, compute gradients or loop over batches?"""
@@ -226,6 +275,8 @@ class Flows:
     def _statement(self, unit: _Unit, stmt: ast.stmt, loops: int, bad: Flag | None) -> None:
         if isinstance(stmt, _DEFS):
             return
+        if bad is None and not self._interesting(unit, stmt):
+            return  # no finiteness word and no flag name: nothing here to follow
         self._expressions(unit, stmt)
         if isinstance(stmt, ast.Assign | ast.AnnAssign | ast.AugAssign):
             self._assign(unit, stmt, bad)
@@ -848,11 +899,12 @@ class Flows:
         collecting, self._collect = self._collect, True
         try:
             for fn in self.facts.functions_named(name):
-                scope = self.facts.scope(fn.lineno)
-                scope = Scope(scope.signal | parameter_names(fn), scope.grad_functions, scope.flags)
                 segment = source_segment(self.text, fn)  # type: ignore[arg-type]
                 unit = _Unit(
-                    fn, scope, {}, bool(vocab.word_offsets(segment, sources.SCALING_WORDS))
+                    fn,
+                    functools.partial(self._parameter_scope, fn),
+                    {},
+                    bool(vocab.word_offsets(segment, sources.SCALING_WORDS)),
                 )
                 self._block(unit, fn.body, 0, None)
                 found.update(unit.returns)
@@ -860,6 +912,11 @@ class Flows:
             self._collect = collecting
         self._helper_memo[name] = found
         return found
+
+    def _parameter_scope(self, fn: FunctionNode) -> Scope:
+        """The function's scope with its parameters read as training signal."""
+        scope = self.facts.scope(fn.lineno)
+        return Scope(scope.signal | parameter_names(fn), scope.grad_functions, scope.flags)
 
     def _signal(self, unit: _Unit, expr: ast.expr, extra: set[str]) -> bool:
         if extra and _names(expr) & extra:
@@ -873,6 +930,11 @@ class Flows:
 # ---- small syntactic helpers --------------------------------------------------------
 _TRAINING_WORDS = frozenset({"train", "step", "backward", "fit", "update", "updates", "optimizer"})
 _REDUCTIONS = frozenset({"mean", "sum", "nanmean", "nansum", "reduce_mean", "reduce_sum"})
+
+
+def _any_within(sorted_lines: list[int], first: int, last: int) -> bool:
+    at = bisect_left(sorted_lines, first)
+    return at < len(sorted_lines) and sorted_lines[at] <= last
 
 
 def _strong(found: Flag | None) -> Flag | None:
