@@ -35,6 +35,7 @@ from nozero.lint.signal import (
     Scope,
     line_starts,
     parameter_names,
+    scope_nodes,
     source_segment,
 )
 
@@ -250,13 +251,13 @@ class Flows:
     def _steps(self, fn: ast.AST) -> list[int]:
         return sorted(
             node.lineno
-            for node in _own_nodes(fn)
+            for node in scope_nodes(fn)
             if isinstance(node, ast.Call) and self._called(node) in vocab.UPDATE_CALLS
         )
 
     def _trains(self, root: ast.AST) -> bool:
         """Does the code step, compute gradients or loop over batches?"""
-        for node in _own_nodes(root):
+        for node in scope_nodes(root):
             if isinstance(node, ast.Call):
                 words = vocab.name_words(self._called(node))
                 if _TRAINING_WORDS.intersection(words):
@@ -413,7 +414,7 @@ class Flows:
             and any(
                 isinstance(n, ast.Call) and self._called(n) in vocab.UPDATE_CALLS
                 for s in good_branch
-                for n in _own_nodes(s)
+                for n in scope_nodes(s)
             )
         ):
             self._add(unit, "not_taken", stmt, route)
@@ -529,10 +530,10 @@ class Flows:
         value = stmt.value
         if value is None or (isinstance(value, ast.Constant) and value.value is None):
             return "skip", stmt
-        if isinstance(value, ast.Constant):
-            return None  # ``return True``: a predicate, its caller decides
         if any(line > stmt.lineno for line in unit.updates_after):
             return "skip", stmt  # the optimizer step below is not taken
+        if isinstance(value, ast.Constant):
+            return None  # ``return True``: a predicate, its caller decides
         if self.flag_of(unit, value) is not None:
             # handing the flag back: a skip only when the step it guards is not taken
             later = [line for line in unit.updates_after if line > stmt.lineno]
@@ -702,7 +703,7 @@ class Flows:
         names = {route.flag} if route.flag else set()
         if not names:
             return False
-        for node in _own_nodes(unit.node):
+        for node in scope_nodes(unit.node):
             if isinstance(node, ast.If | ast.Assert) and names & _names(node.test):
                 body = node.body if isinstance(node, ast.If) else []
                 if isinstance(node, ast.Assert) or any(isinstance(s, ast.Raise) for s in body):
@@ -741,7 +742,7 @@ class Flows:
     def _helper_zeroes(self, name: str) -> bool:
         """Does a same-file function clear the gradients (``zero_grad``, ``p.grad = None``)?"""
         for fn in self.facts.functions_named(name):
-            for node in _own_nodes(fn):
+            for node in scope_nodes(fn):
                 if isinstance(node, ast.Call) and self._called(node) in ("zero_grad", "zero_"):
                     return True
                 if (
@@ -1055,16 +1056,6 @@ def _caught(handler: ast.ExceptHandler, facts: FileFacts) -> set[str]:
         return set()
     types = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
     return {last_part(facts.qualified(t) or "") for t in types}
-
-
-def _own_nodes(root: ast.AST):
-    """Every node under ``root`` without entering nested functions or classes."""
-    stack = list(ast.iter_child_nodes(root))
-    while stack:
-        node = stack.pop()
-        yield node
-        if not isinstance(node, _DEFS):
-            stack.extend(ast.iter_child_nodes(node))
 
 
 def _statement_expressions(stmt: ast.stmt):

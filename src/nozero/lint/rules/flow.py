@@ -304,12 +304,13 @@ class DynamicLossScaleSkip(FlowRule):
         Example(
             """\
             import torch
-            def step(self):
-                self.overflow = self.has_overflow(self.fp16_groups)
-                self.update_scale(self.overflow)
-                if self.overflow:
-                    return self.overflow
+            def step(self, groups):
+                overflow = self.checker.has_overflow(groups)
+                self.loss_scaler.update_scale(overflow)
+                if overflow:
+                    return False
                 self.optimizer.step()
+                return True
             """,
             line=6,
         ),
