@@ -85,8 +85,9 @@ def build_corpus() -> list[Path]:
                 site / name,
                 CORPUS / name,
                 ignore=lambda d, names: [
-                    n for n in names if not (n.endswith(".py") or (Path(d) / n).is_dir())
-                    or n == "__pycache__"
+                    n
+                    for n in names
+                    if not (n.endswith(".py") or (Path(d) / n).is_dir()) or n == "__pycache__"
                 ],
             )
         stamp.write_text(wanted)
@@ -107,12 +108,18 @@ class Timing:
     cpu: float  # user + system seconds of the command and its children: load-independent
 
 
-def timed(command: Sequence[str], *, cwd: Path = CORPUS, env: dict | None = None,
-          stdout=subprocess.DEVNULL) -> Timing:
+def timed(
+    command: Sequence[str],
+    *,
+    cwd: Path = CORPUS,
+    env: dict | None = None,
+    stdout=subprocess.DEVNULL,
+) -> Timing:
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
-    completed = subprocess.run(command, cwd=cwd, env=env, stdout=stdout,
-                               stderr=subprocess.PIPE, text=True)
+    completed = subprocess.run(
+        command, cwd=cwd, env=env, stdout=stdout, stderr=subprocess.PIPE, text=True
+    )
     elapsed = time.perf_counter() - start
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if completed.returncode not in (0, 1):
@@ -135,16 +142,19 @@ def repeated(runs: int, label: str, command: Sequence[str], **kwargs) -> dict:
     timings = []
     for index in range(runs):
         timings.append(timed(command, **kwargs))
-        log(f"{label} run {index + 1}/{runs}: {timings[-1].wall:.2f} s "
-            f"({timings[-1].cpu:.2f} s CPU)")
+        log(
+            f"{label} run {index + 1}/{runs}: {timings[-1].wall:.2f} s "
+            f"({timings[-1].cpu:.2f} s CPU)"
+        )
     return summary(timings)
 
 
 def bench_ruff(runs: int) -> dict:
     ruff = REPO / ".venv" / "bin" / "ruff"
     base = [str(ruff), "check", "--isolated", "--no-cache", "--select", "F401", "--exit-zero"]
-    shown = subprocess.run([*base, "--show-files", "."], cwd=CORPUS, capture_output=True,
-                           text=True, check=True).stdout
+    shown = subprocess.run(
+        [*base, "--show-files", "."], cwd=CORPUS, capture_output=True, text=True, check=True
+    ).stdout
     files = sum(1 for line in shown.splitlines() if line.endswith(".py"))
     return {**repeated(runs, "ruff", [*base, "-q", "."]), "files": files}
 
@@ -158,10 +168,17 @@ def bench_nozero(runs: int) -> dict:
             cold.append(timed(command))
             warm.append(timed(command))
             if index == runs - 1:  # the findings, from the cache just filled
-                output = subprocess.run([*command, "--format", "json"], cwd=CORPUS,
-                                        capture_output=True, text=True, check=True).stdout
-        log(f"nozero run {index + 1}/{runs}: cold {cold[-1].wall:.2f} s "
-            f"({cold[-1].cpu:.2f} s CPU), warm {warm[-1].wall:.2f} s")
+                output = subprocess.run(
+                    [*command, "--format", "json"],
+                    cwd=CORPUS,
+                    capture_output=True,
+                    text=True,
+                    check=True,
+                ).stdout
+        log(
+            f"nozero run {index + 1}/{runs}: cold {cold[-1].wall:.2f} s "
+            f"({cold[-1].cpu:.2f} s CPU), warm {warm[-1].wall:.2f} s"
+        )
     from nozero.lint.config import load_settings
     from nozero.lint.files import FileFinder
 
@@ -176,16 +193,26 @@ def bench_nozero(runs: int) -> dict:
 
 def bench_semgrep(bin_dir: Path, runs: int) -> dict:
     command = [
-        str(bin_dir / "semgrep"), "scan", "--config", str(PEERS / "semgrep_nan_to_num.yaml"),
-        "--metrics=off", "--disable-version-check", "--no-git-ignore", "--jobs", "2",
-        "--max-target-bytes", "0", "--project-root", ".", "--json", "--quiet", ".",
+        str(bin_dir / "semgrep"),
+        "scan",
+        "--config",
+        str(PEERS / "semgrep_nan_to_num.yaml"),
+        "--metrics=off",
+        "--disable-version-check",
+        "--no-git-ignore",
+        "--jobs",
+        "2",
+        "--max-target-bytes",
+        "0",
+        "--project-root",
+        ".",
+        "--json",
+        "--quiet",
+        ".",
     ]
     timing = repeated(runs, "semgrep", command)
-    report = json.loads(
-        subprocess.run(command, cwd=CORPUS, capture_output=True, text=True).stdout
-    )
-    return {**timing, "files": len(report["paths"]["scanned"]),
-            "matches": len(report["results"])}
+    report = json.loads(subprocess.run(command, cwd=CORPUS, capture_output=True, text=True).stdout)
+    return {**timing, "files": len(report["paths"]["scanned"]), "matches": len(report["results"])}
 
 
 def bench_fixit(bin_dir: Path, lines: dict[Path, int], every: int) -> dict:
@@ -206,8 +233,13 @@ def bench_fixit(bin_dir: Path, lines: dict[Path, int], every: int) -> dict:
     total_lines = sum(lines.values())
     estimate = startup + (seconds - startup) * total_lines / sample_lines
     log(f"fixit sample: {seconds:.1f} s, whole corpus estimated {estimate:.0f} s")
-    return {"sample_files": len(sample), "sample_lines": sample_lines,
-            "sample_seconds": seconds, "startup": startup, "estimate": estimate}
+    return {
+        "sample_files": len(sample),
+        "sample_lines": sample_lines,
+        "sample_seconds": seconds,
+        "startup": startup,
+        "estimate": estimate,
+    }
 
 
 def _both_ways(path: str) -> tuple[str, list, list, float, float]:
@@ -241,12 +273,18 @@ def check_shortcuts(files: Sequence[Path]) -> dict:
                 differing.append(path)
             if done % 200 == 0 or done == len(files):
                 log(f"shortcut check {done}/{len(files)} files, {len(differing)} differing")
-    return {"files": len(files), "findings": findings, "differing": differing,
-            "cpu_with": fast_total, "cpu_without": slow_total}
+    return {
+        "files": len(files),
+        "findings": findings,
+        "differing": differing,
+        "cpu_with": fast_total,
+        "cpu_without": slow_total,
+    }
 
 
-def report(corpus: dict, ruff: dict, nozero: dict, semgrep: dict, fixit: dict,
-           shortcuts: dict | None) -> str:
+def report(
+    corpus: dict, ruff: dict, nozero: dict, semgrep: dict, fixit: dict, shortcuts: dict | None
+) -> str:
     cold, warm = nozero["cold"], nozero["warm"]
     cold_vs_ruff = cold["seconds"] / ruff["seconds"]
     fixit_vs_cold = fixit["estimate"] / cold["seconds"]
@@ -255,8 +293,10 @@ def report(corpus: dict, ruff: dict, nozero: dict, semgrep: dict, fixit: dict,
         return "met" if ok else "**missed**"
 
     def row(name: str, t: dict, target: str = "") -> str:
-        return (f"| {name} | {t['seconds']:.2f} s | {t['best']:.2f} s | {t['cpu']:.2f} s | "
-                f"{t['seconds'] / ruff['seconds']:.1f}× | {target} |")
+        return (
+            f"| {name} | {t['seconds']:.2f} s | {t['best']:.2f} s | {t['cpu']:.2f} s | "
+            f"{t['seconds'] / ruff['seconds']:.1f}× | {target} |"
+        )
 
     lines = [
         f"Corpus: {corpus['files']:,} files, {corpus['lines']:,} lines "
@@ -266,11 +306,17 @@ def report(corpus: dict, ruff: dict, nozero: dict, semgrep: dict, fixit: dict,
         "| tool | wall, median | wall, best | CPU, median | vs ruff (wall) | target |",
         "| --- | --- | --- | --- | --- | --- |",
         row("`ruff check --select F401` (floor)", ruff),
-        row("`nozero lint`, cold (empty cache)", cold,
+        row(
+            "`nozero lint`, cold (empty cache)",
+            cold,
             f"≤ {TARGETS['cold_vs_ruff']:.0f}× ruff: "
-            f"{verdict(cold_vs_ruff <= TARGETS['cold_vs_ruff'])}"),
-        row("`nozero lint`, warm (cache filled)", warm,
-            f"< {TARGETS['warm_s']:.0f} s: {verdict(warm['seconds'] < TARGETS['warm_s'])}"),
+            f"{verdict(cold_vs_ruff <= TARGETS['cold_vs_ruff'])}",
+        ),
+        row(
+            "`nozero lint`, warm (cache filled)",
+            warm,
+            f"< {TARGETS['warm_s']:.0f} s: {verdict(warm['seconds'] < TARGETS['warm_s'])}",
+        ),
         row("semgrep, one pattern rule", semgrep),
         f"| Fixit 2, one rule (estimated from {fixit['sample_files']} files) | "
         f"{fixit['estimate']:.0f} s | | | {fixit['estimate'] / ruff['seconds']:.0f}× | "
@@ -299,8 +345,9 @@ def report(corpus: dict, ruff: dict, nozero: dict, semgrep: dict, fixit: dict,
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=5, help="repeats of the fast tools")
-    parser.add_argument("--fixit-every", type=int, default=20,
-                        help="Fixit lints every Nth file of the corpus")
+    parser.add_argument(
+        "--fixit-every", type=int, default=20, help="Fixit lints every Nth file of the corpus"
+    )
     parser.add_argument("--skip-shortcut-check", action="store_true")
     args = parser.parse_args(argv)
 
@@ -308,8 +355,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     bin_dir = ensure_peers()
     files = build_corpus()
     lines = count_lines(files)
-    corpus = {"files": len(files), "lines": sum(lines.values()), "runs": args.runs,
-              "load": os.getloadavg()[0]}
+    corpus = {
+        "files": len(files),
+        "lines": sum(lines.values()),
+        "runs": args.runs,
+        "load": os.getloadavg()[0],
+    }
     log(f"corpus: {corpus['files']:,} files, {corpus['lines']:,} lines")
 
     ruff = bench_ruff(args.runs)

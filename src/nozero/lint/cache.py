@@ -14,7 +14,6 @@ timestamp tick is re-hashed, never served stale findings.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import hashlib
 import importlib.util
@@ -27,7 +26,6 @@ from collections.abc import Collection
 from pathlib import Path
 
 from nozero import __version__
-from nozero.lint.output import RuleInfo, rule_infos
 
 FORMAT_VERSION = 1
 RACY_WINDOW_NS = 2_000_000_000
@@ -41,8 +39,8 @@ def content_hash(data: bytes) -> str:
 @functools.cache
 def code_fingerprint() -> str:
     """The tool's version, the text of its lint code, the Python and libcst versions
-    (which decide what parses): an edited rule never serves results (or rule listings)
-    cached by the code before the edit. libcst is located, not imported."""
+    (which decide what parses): an edited rule never serves results cached by the code
+    before the edit. libcst is located, not imported."""
     digest = hashlib.blake2b(digest_size=16)
     digest.update(f"{FORMAT_VERSION}|{__version__}|{sys.version_info[:2]}".encode())
     libcst = importlib.util.find_spec("libcst")
@@ -61,18 +59,6 @@ def config_key(enabled: Collection[str], require_reason: bool) -> str:
     and ``require_reason``. Per-file ignores are applied after the cache, by path."""
     text = f"{code_fingerprint()}|{sorted(enabled)}|{require_reason}"
     return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
-
-
-def cached_rule_infos(directory: Path) -> dict[str, RuleInfo]:
-    """The rules' codes, names, defaults and texts, from a snapshot kept beside the
-    results, so that a warm run never imports the rules (and libcst) at all."""
-    snapshot = directory / f"rules-{code_fingerprint()}.json"
-    try:
-        return {row["code"]: RuleInfo(**row) for row in json.loads(snapshot.read_text("utf-8"))}
-    except (OSError, ValueError, KeyError, TypeError):
-        infos = rule_infos()
-        write_json_atomically(snapshot, [dataclasses.asdict(info) for info in infos.values()])
-        return infos
 
 
 class Cache:
@@ -101,8 +87,9 @@ class Cache:
     def lookup(self, digest: str) -> list[Row] | None:
         return self.results.get(digest)
 
-    def store(self, path: str | None, stat: os.stat_result | None, digest: str,
-              rows: list[Row] | None) -> None:
+    def store(
+        self, path: str | None, stat: os.stat_result | None, digest: str, rows: list[Row] | None
+    ) -> None:
         """Record ``path``'s fingerprint (if trustworthy) and, when given, its findings."""
         if rows is not None:
             self.results[digest] = rows
@@ -122,10 +109,10 @@ class Cache:
         referenced = {entry[2] for entry in self.files.values()}
         results = {d: rows for d, rows in self.results.items() if d in referenced}
         write_json_atomically(self.file, {"files": self.files, "results": results})
-        # Results and rule snapshots of an older build of the code can never match again.
+        # Results of an older build of the code can never match again.
         current = code_fingerprint()[:16]
-        for stale in self.directory.glob("*-*.json"):
-            if stale.name.startswith(("results-", "rules-")) and current not in stale.name:
+        for stale in self.directory.glob("results-*.json"):
+            if current not in stale.name:
                 stale.unlink(missing_ok=True)
 
 

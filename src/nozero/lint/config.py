@@ -33,6 +33,14 @@ class Settings:
         """How an error message names a setting."""
         return f"[tool.nozero] {key} in {self.config_file}"
 
+    def exclude_source(self) -> str:
+        """Where the exclude patterns in force come from, for messages."""
+        defaults = self.exclude == DEFAULT_EXCLUDE
+        parts = ["the default excludes" if defaults else self.where("exclude")]
+        if self.extend_exclude:
+            parts.append(self.where("extend-exclude"))
+        return " or ".join(parts)
+
     def exclude_patterns(self) -> list[Pattern]:
         return compile_patterns((*self.exclude, *self.extend_exclude), self.project_root)
 
@@ -159,9 +167,7 @@ def _string_list(value: object, where: str) -> tuple[str, ...]:
     return tuple(value)
 
 
-def _per_file_ignores(
-    value: object, settings: Settings
-) -> tuple[tuple[str, tuple[str, ...]], ...]:
+def _per_file_ignores(value: object, settings: Settings) -> tuple[tuple[str, tuple[str, ...]], ...]:
     if not isinstance(value, dict):
         raise ConfigError(
             f"{settings.where('per-file-ignores')}: expected a table of glob = [codes],"

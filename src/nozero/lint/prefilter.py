@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from itertools import accumulate
 
 from nozero.lint import vocab
+from nozero.lint.noqa import has_nozero_noqa
 from nozero.lint.signal import FunctionNode, compares_itself
 
 
@@ -226,3 +227,10 @@ def narrow(
 
 def _within(inner: Unit, outer: Unit) -> bool:
     return inner is not outer and outer.first <= inner.first and inner.last <= outer.last
+
+
+def concerns_nozero(source: str, checks_reasons: bool) -> bool:
+    """Is ``source`` nozero's to parse at all? Only with trigger text, or (when bare
+    ``# noqa`` comments are reported) a ``# noqa`` naming a nozero code. The engine and
+    the runner (which then spares itself importing the engine) ask the same question."""
+    return could_hold_finding(source) or (checks_reasons and has_nozero_noqa(source))
