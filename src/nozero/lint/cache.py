@@ -20,7 +20,6 @@ import importlib.util
 import json
 import os
 import sys
-import tempfile
 import time
 from collections.abc import Collection
 from pathlib import Path
@@ -119,17 +118,19 @@ class Cache:
 def write_json_atomically(path: Path, data: object) -> None:
     """Temp file and rename: a reader sees the old cache or the new one, never half of
     one. Failing to write (a read-only checkout) only means running without a cache."""
-    temp = None
+    # A name no other process can hold (pid and clock), created exclusively.
+    temp = path.with_name(f".tmp-{os.getpid()}-{time.time_ns()}.json")
+    created = False
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         _mark_cache_directory(path.parent)
-        handle, temp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
-        with os.fdopen(handle, "w", encoding="utf-8") as out:
+        with temp.open("x", encoding="utf-8") as out:
+            created = True
             json.dump(data, out, separators=(",", ":"))
         os.replace(temp, path)
     except OSError:
-        if temp is not None:
-            Path(temp).unlink(missing_ok=True)
+        if created:
+            temp.unlink(missing_ok=True)
 
 
 def _mark_cache_directory(directory: Path) -> None:

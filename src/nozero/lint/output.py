@@ -12,7 +12,6 @@ import json
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import PurePath
-from urllib.parse import quote
 
 from nozero import __version__
 from nozero.lint.catalog import RuleEntry
@@ -161,6 +160,8 @@ def _sarif(findings: Sequence[Finding], rules: Rules, problems: Sequence[Problem
 
 
 def _uri(path: str) -> str:
+    from urllib.parse import quote  # SARIF only: kept off the common path
+
     pure = PurePath(path)
     return pure.as_uri() if pure.is_absolute() else quote(pure.as_posix())
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 import io
 import os
 import tokenize
-import traceback
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -111,6 +110,8 @@ def lint_one(shown: str, data: bytes, job: Job) -> Outcome:
 
         findings = lint_source(source, shown, select=job.enabled, require_reason=job.require_reason)
     except Exception as err:  # noqa: BLE001 - reported with the path, then the run goes on
+        import traceback
+
         frames = traceback.format_exception(err, limit=-4, chain=False)
         message = f"internal error ({type(err).__name__}: {err}); please report it"
         return "internal", [message, "".join(frames)]
