@@ -30,6 +30,9 @@ def test_rule_examples(rule, kind, index, shortcuts):
     codes = [f.code for f in findings]
     if kind == "INVALID":
         assert codes and set(codes) == {rule.code}, (source, findings)
+        expected_line = getattr(source, "line", None)
+        if expected_line is not None:
+            assert [f.line for f in findings] == [expected_line], (source, findings)
     else:
         assert rule.code not in codes, (source, findings)
 
@@ -82,7 +85,7 @@ def test_informational_rule_is_off_by_default():
     assert "NZ501" not in {f.code for f in lint_source(source)}
     assert {f.code for f in lint_source(source, select={"NZ501"})} == {"NZ501"}
     off = [rule.code for rule in ALL_RULES if not rule.default_enabled]
-    assert off == ["NZ501"]
+    assert off == ["NZ406", "NZ407", "NZ408", "NZ501"]
 
 
 def test_rule_pages_are_current():

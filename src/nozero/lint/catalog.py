@@ -211,6 +211,64 @@ loading data is fine and not flagged.
 """,
     ),
     RuleEntry(
+        code="NZ106",
+        name="value-replaced-on-non-finite",
+        message="a non-finite loss/gradient is replaced by another value and training goes on",
+        default=True,
+        doc="""\
+## What it flags
+An `if` on a finiteness test of the loss or gradients whose branch assigns the tested
+value (or the running loss it feeds) something else: a constant, a running average, the
+previous value. The finding is reported at the assignment and names the test.
+
+## Why it is harmful
+The bad step disappears from the numbers that were supposed to show it: the logged loss
+looks healthy, the optimizer steps on invented values, and nothing records where the
+first non-finite value came from.
+
+## Example
+```python
+import torch
+for batch in loader:
+    loss = model(batch)
+    if torch.isnan(loss) or torch.isinf(loss):
+        loss = running_loss / max(steps, 1)
+    running_loss += loss
+```
+
+## Use instead
+Raise on the first non-finite step (`nozero.check_finite`). A metric or an evaluation
+score may be replaced as you like; it is not flagged.
+""",
+    ),
+    RuleEntry(
+        code="NZ107",
+        name="non-finite-samples-dropped",
+        message="non-finite per-sample losses are dropped before the mean",
+        default=True,
+        doc="""\
+## What it flags
+Per-sample losses indexed by a finiteness mask before they are reduced:
+`losses[torch.isfinite(losses)].mean()`, `loss = loss[~loss.isnan()]`, or a mask kept in
+a variable first.
+
+## Why it is harmful
+A sample that produces NaN or Inf is a bug or a bad record; dropping it from the mean
+lets training go on as if it were not there, and if most samples go bad the run keeps
+"learning" from the few that remain.
+
+## Example
+```python
+losses = criterion(logits, targets)
+loss = losses[torch.isfinite(losses)].mean()
+```
+
+## Use instead
+Raise on the first non-finite loss, and clean the offending records where the data is
+loaded.
+""",
+    ),
+    RuleEntry(
         code="NZ201",
         name="skip-step-on-non-finite",
         message="a non-finite loss/gradient check skips the step instead of raising",
@@ -443,6 +501,102 @@ args = TrainingArguments(output_dir="out", logging_nan_inf_filter=True)
 
 ## Use instead
 `logging_nan_inf_filter=False`, and a check that stops at the first non-finite loss.
+""",
+    ),
+    RuleEntry(
+        code="NZ406",
+        name="dynamic-loss-scale-skip",
+        message="fp16 dynamic loss scaling skips the step on overflow",
+        default=False,
+        doc="""\
+## What it flags
+Off by default (enable with `--select NZ406` or `--select ALL`). fp16 dynamic loss
+scaling written in the file: an overflow flag (`has_overflow`, `check_using_norm`,
+`found_inf` from unscaling, flax `DynamicScale`'s `is_fin`, Keras
+`LossScaleOptimizer`'s finiteness check, `except OverflowError`) that skips the
+optimizer step, keeps the old parameters or zeroes the gradients, usually while lowering
+the scale.
+
+## Why it is harmful
+Skipping an overflowed step is how fp16 loss scaling works, so this is not an error by
+itself. It becomes one when the scaler never gives up: if every step overflows because
+the model has diverged (not because the scale is too high), the scaler keeps halving the
+scale and skipping steps, and the run "trains" for hours without an update. A static
+loss scale that skips steps is worse still: nothing changes between the skipped steps.
+
+## Example
+```python
+import torch
+def step(self):
+    self.overflow = self.has_overflow(self.fp16_groups)
+    self.update_scale(self.overflow)
+    if self.overflow:
+        return self.overflow
+    self.optimizer.step()
+```
+
+## Use instead
+A safe scaler halts the run after N consecutive skipped steps (say 10-20), or as soon as
+the scale reaches its minimum, with the documented error (`nozero.check_finite`) naming
+the step. Training in bf16 needs no loss scaling at all: its range equals fp32's.
+""",
+    ),
+    RuleEntry(
+        code="NZ407",
+        name="ctc-zero-infinity",
+        message="CTCLoss(zero_infinity=True) turns infinite losses and their gradients into zeros",
+        default=False,
+        doc="""\
+## What it flags
+Off by default. `torch.nn.CTCLoss(zero_infinity=True)` and
+`F.ctc_loss(..., zero_infinity=True)`, and the same switch as a configuration default
+(`zero_infinity: bool = field(default=True)`).
+
+## Why it is harmful
+An infinite CTC loss means that an alignment is impossible (the target is longer than
+the input allows): the switch zeroes it and its gradient, so bad records train as
+silent no-ops. This is common and often intended, which is why the rule is opt-in.
+
+## Example
+```python
+import torch
+criterion = torch.nn.CTCLoss(blank=0, zero_infinity=True)
+```
+
+## Use instead
+Filter impossible alignments where the data is loaded (input length ≥ target length
+plus repeats), count them, and keep `zero_infinity=False`, so a real divergence raises.
+""",
+    ),
+    RuleEntry(
+        code="NZ408",
+        name="fp16-overflow-clamp",
+        message="non-finite activations are clamped into the finite range and training goes on",
+        default=False,
+        doc="""\
+## What it flags
+Off by default. A forward pass that tests activations for Inf/NaN and clamps them into
+the floating-point range (`torch.clamp(h, -finfo.max + 1000, finfo.max - 1000)` under
+`if torch.isinf(h).any()`), the usual fp16 overflow workaround of encoder layers.
+
+## Why it is harmful
+An activation that overflows fp16 says the layer's scale is off; clamping it keeps the
+forward pass finite, but the model trains on saturated values and NaN passes through
+untouched, so the failure shows up later and elsewhere.
+
+## Example
+```python
+import torch
+def forward(self, hidden_states):
+    if not torch.isfinite(hidden_states).all():
+        clamp_value = torch.finfo(hidden_states.dtype).max - 1000
+        hidden_states = torch.clamp(hidden_states, min=-clamp_value, max=clamp_value)
+    return hidden_states
+```
+
+## Use instead
+Train in bf16 (its range equals fp32's), or find the layer that overflows; keep a
+check that raises on the first non-finite loss.
 """,
     ),
     RuleEntry(

@@ -20,24 +20,22 @@ from __future__ import annotations
 import ast
 import gc
 import warnings
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 
 import libcst as cst
 
 from nozero.lint import prefilter
+from nozero.lint.facts import file_facts, reactions
 from nozero.lint.finding import Finding
-from nozero.lint.imports import collect_aliases, last_part
 from nozero.lint.noqa import noqa_comments
 from nozero.lint.rules import ALL_RULES, Rule, get_rule
 from nozero.lint.rules.base import Context, Hit, children
-from nozero.lint.signal import FileFacts, FunctionNode
-from nozero.lint.vocab import TRIGGER_WORDS
+from nozero.lint.rules.flow import FlowRule
+from nozero.lint.signal import FileFacts
 
 DEFAULT_CODES = frozenset(rule.code for rule in ALL_RULES if rule.default_enabled)
 SYNTAX_ERROR = "NZ001"
 NOQA_WITHOUT_REASON = "NZ002"
-
-
 
 
 def lint_source(
@@ -73,6 +71,7 @@ def _lint(
 ) -> list[Finding]:
     enabled = DEFAULT_CODES if select is None else frozenset(select)
     rules = [rule() for rule in ALL_RULES if rule.code in enabled and rule.node_types]
+    flow_rules = [r() for r in ALL_RULES if r.code in enabled and issubclass(r, FlowRule)]
     check_reasons = require_reason and NOQA_WITHOUT_REASON in enabled
     # A file without trigger text is not nozero's to parse (NZ001's page): Python and
     # other linters check its syntax. Without the shortcuts the rules still see it.
@@ -84,7 +83,7 @@ def _lint(
     except (SyntaxError, ValueError, RecursionError, MemoryError) as err:
         error = _syntax_error(source, path, err) if concerns_nozero else None
         return [error] if error and SYNTAX_ERROR in enabled else []
-    hits = _run_rules(source, tree, rules, shortcuts) if rules else []
+    hits = _run_rules(source, tree, rules, flow_rules, shortcuts) if rules or flow_rules else []
     return _apply_noqa(source, path, hits, enabled, require_reason)
 
 
@@ -104,49 +103,14 @@ def _syntax_error(source: str, path: str, err: Exception) -> Finding | None:
     return Finding(path, line, max(col, 1), SYNTAX_ERROR, f"syntax error: {message}", line)
 
 
-# ---- units and candidates ---------------------------------------------------------------
-def _candidate_units(
-    source: str, units: list[prefilter.Unit], lines: list[str], facts: FileFacts
-) -> list[prefilter.Unit]:
-    """The parts of the file libcst must see: units whose text holds a trigger word or
-    one of this file's names for one (an import alias, a finiteness flag, a helper that
-    sanitizes or tests), narrowed to the statements holding them. Finding the helpers and
-    flags needs the functions that hold triggers, hence the fixed point."""
-    names = set(TRIGGER_WORDS) | facts.scope(0).flags
-    names |= {local for local, qualified in facts.aliases.items()
-              if last_part(qualified) in TRIGGER_WORDS}
-    triggers = prefilter.TriggerLines(source, lines)
-    triggers.add_words(names - TRIGGER_WORDS)
-    while True:
-        frozen = frozenset(names)
-        selected: list[prefilter.Unit] = []
-        holders: set[FunctionNode] = set()
-        for unit in units:
-            if triggers.could_hold_finding(unit.first, unit.last):
-                pieces, functions = prefilter.narrow(unit, lines, frozen, triggers)
-                selected += pieces
-                holders |= functions
-        found = {
-            fn.name
-            for fn in holders
-            if facts.is_sanitizer_helper(fn.name) or facts.is_predicate_helper(fn.name)
-        }
-        for fn in holders:  # ``ok = isfinite(loss)`` ... ``where(ok, new, old)``
-            found |= facts.scope(fn.lineno).flags
-        if found <= names:
-            return selected
-        triggers.add_words(found - names)
-        names |= found
-
-
 # ---- libcst ---------------------------------------------------------------------------
 def _dispatch(module: cst.Module, rules: list[Rule], ctx: Context, def_lines: list[int]) -> None:
     """Hand each node of ``module`` to the rules that inspect its type, keeping the
     context's ancestors and enclosing functions up to date."""
-    by_type: dict[type[cst.CSTNode], list[Rule]] = {}
+    by_type: dict[type[cst.CSTNode], list[Callable[[cst.CSTNode, Context], None]]] = {}
     for rule in rules:
         for node_type in rule.node_types:
-            by_type.setdefault(node_type, []).append(rule)
+            by_type.setdefault(node_type, []).append(rule.visitor(node_type))
     lines = iter(def_lines)  # libcst meets the defs in source order, as ``ast`` lists them
     stack: list[tuple[cst.CSTNode, bool]] = [(module, True)]
     while stack:
@@ -158,8 +122,8 @@ def _dispatch(module: cst.Module, rules: list[Rule], ctx: Context, def_lines: li
             continue
         if isinstance(node, cst.FunctionDef):
             ctx.scopes.append(next(lines))
-        for rule in by_type.get(type(node), ()):
-            rule.check(node, ctx)
+        for visit in by_type.get(type(node), ()):
+            visit(node, ctx)
         ctx.ancestors.append(node)
         stack.append((node, False))
         stack.extend((child, True) for child in reversed(children(node)))
@@ -184,25 +148,59 @@ def _visit(
     return ctx.hits
 
 
-def _visit_unit(unit: prefilter.Unit, lines: list[str], rules: list[Rule],
-                facts: FileFacts) -> list[Hit]:
+def _visit_unit(
+    unit: prefilter.Unit, lines: list[str], rules: list[Rule], facts: FileFacts
+) -> list[Hit]:
     text = unit.text(lines)
     def_lines = [fn.lineno for fn in unit.functions()]
     if not unit.nested:
         return _visit(text, unit.first - 1, def_lines, rules, facts)
     first_line = lines[unit.first - 1]
-    newline = first_line[len(first_line.rstrip("\r\n")):] or "\n"
-    return _visit(
-        f"if 1:{newline}{text}", unit.first - 2, def_lines, rules, facts, unit.enclosing
-    )
+    newline = first_line[len(first_line.rstrip("\r\n")) :] or "\n"
+    return _visit(f"if 1:{newline}{text}", unit.first - 2, def_lines, rules, facts, unit.enclosing)
 
 
-def _run_rules(source: str, tree: ast.Module, rules: list[Rule], shortcuts: bool) -> list[Hit]:
-    facts = FileFacts(tree, source, collect_aliases(tree))
+def _run_rules(
+    source: str,
+    tree: ast.Module,
+    rules: list[Rule],
+    flow_rules: list[FlowRule],
+    shortcuts: bool,
+) -> list[Hit]:
+    facts = file_facts(tree, source)
     lines = prefilter.split_lines(source)
+    flow_hits = _flow_hits(facts, flow_rules, lines) if flow_rules else []
+    if not rules:
+        return flow_hits
+    return flow_hits + _node_hits(source, tree, rules, shortcuts, facts, lines)
+
+
+def _flow_hits(facts: FileFacts, rules: list[FlowRule], lines: list[str]) -> list[Hit]:
+    """The flow pass's reactions, each given to the one rule that takes its kind."""
+    hits = []
+    for reaction in reactions(facts):
+        rule = next((r for r in rules if r.takes(reaction)), None)
+        if rule is None:
+            continue
+        text = lines[reaction.line - 1] if reaction.line <= len(lines) else ""
+        col = len(text.encode()[: reaction.col].decode(errors="replace")) + 1
+        message = f"{rule.message} ({reaction.detail()})"
+        hits.append(Hit(reaction.line, col, rule.code, message, reaction.first, reaction.last))
+    return hits
+
+
+def _node_hits(
+    source: str,
+    tree: ast.Module,
+    rules: list[Rule],
+    shortcuts: bool,
+    facts: FileFacts,
+    lines: list[str],
+) -> list[Hit]:
+    """The libcst rules, on the candidate units (or, without shortcuts, the whole file)."""
     units = prefilter.split_units(tree, lines)
     if shortcuts:
-        units = _candidate_units(source, units, lines, facts)
+        units = prefilter.candidate_units(source, units, lines, facts)
     else:
         whole = prefilter.Unit(1, len(lines), tree.body, False)
         try:
@@ -243,4 +241,3 @@ def _apply_noqa(
         if check_reasons and (noqa.codes is None or any(c.startswith("NZ") for c in noqa.codes))
     }
     return sorted(findings)
-

@@ -25,17 +25,22 @@ from functools import lru_cache
 from itertools import accumulate
 
 from nozero.lint import vocab
+from nozero.lint.imports import last_part
 from nozero.lint.noqa import has_nozero_noqa
-from nozero.lint.signal import FunctionNode, compares_itself
+from nozero.lint.signal import FileFacts, FunctionNode, compares_itself
 
 
 def could_hold_finding(text: str) -> bool:
     """False only when no rule can flag anything in ``text`` (one file)."""
     return bool(
-        (any(word in text for word in vocab.TRIGGER_WORDS)
-         and vocab.word_offsets(text, vocab.TRIGGER_WORDS))
+        (
+            any(word in text for word in vocab.TRIGGER_WORDS)
+            and vocab.word_offsets(text, vocab.TRIGGER_WORDS)
+        )
         or ("!=" in text and vocab.self_comparisons(text))
         or ("except" in text and vocab.NONFINITE_TEXT.search(text))
+        or ("==" in text and "inf" in text.lower() and vocab.INF_COMPARISON.search(text))
+        or vocab.word_offsets(text, vocab.FLOW_WORDS)
     )
 
 
@@ -84,9 +89,6 @@ def _any_within(sorted_lines: list[int], first: int, last: int) -> bool:
 def split_lines(source: str) -> list[str]:
     """Lines as the Python tokenizer counts them (``\\n``, ``\\r\\n`` or ``\\r``), with ends."""
     return io.StringIO(source, newline="").readlines()
-
-
-
 
 
 @dataclass
@@ -237,3 +239,40 @@ def concerns_nozero(source: str, checks_reasons: bool) -> bool:
     first (and spares itself importing the engine when not); the engine then asks again
     about the same text, which the one-entry cache answers without a second scan."""
     return could_hold_finding(source) or (checks_reasons and has_nozero_noqa(source))
+
+
+def candidate_units(
+    source: str, units: list[Unit], lines: list[str], facts: FileFacts
+) -> list[Unit]:
+    """The parts of the file libcst must see: units whose text holds a trigger word or
+    one of this file's names for one (an import alias, a finiteness flag, a helper that
+    sanitizes or tests), narrowed to the statements holding them. Finding the helpers and
+    flags needs the functions that hold triggers, hence the fixed point."""
+    names = set(vocab.TRIGGER_WORDS) | facts.scope(0).flags
+    names |= {
+        local
+        for local, qualified in facts.aliases.items()
+        if last_part(qualified) in vocab.TRIGGER_WORDS
+    }
+    triggers = TriggerLines(source, lines)
+    triggers.add_words(names - vocab.TRIGGER_WORDS)
+    while True:
+        frozen = frozenset(names)
+        selected: list[Unit] = []
+        holders: set[FunctionNode] = set()
+        for unit in units:
+            if triggers.could_hold_finding(unit.first, unit.last):
+                pieces, functions = narrow(unit, lines, frozen, triggers)
+                selected += pieces
+                holders |= functions
+        found = {
+            fn.name
+            for fn in holders
+            if facts.is_sanitizer_helper(fn.name) or facts.is_predicate_helper(fn.name)
+        }
+        for fn in holders:  # ``ok = isfinite(loss)`` ... ``where(ok, new, old)``
+            found |= facts.scope(fn.lineno).flags
+        if found <= names:
+            return selected
+        triggers.add_words(found - names)
+        names |= found

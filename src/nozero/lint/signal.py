@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 from itertools import accumulate
+from typing import Any
 
 from nozero.lint import vocab
 from nozero.lint.imports import child_statements, dotted_name, last_part, resolve
@@ -52,7 +53,7 @@ def source_segment(text: str, node: ast.expr) -> str:
     text into lines on every call, which is quadratic on a large file.)"""
     if node.end_lineno is None or node.end_col_offset is None:
         return ""
-    starts = _line_starts(text)
+    starts = line_starts(text)
     return text[
         _offset(text, starts, node.lineno, node.col_offset) : _offset(
             text, starts, node.end_lineno, node.end_col_offset
@@ -61,7 +62,7 @@ def source_segment(text: str, node: ast.expr) -> str:
 
 
 @lru_cache(maxsize=4)
-def _line_starts(text: str) -> list[int]:
+def line_starts(text: str) -> list[int]:
     """Offsets where each line starts, splitting as the tokenizer does (\\n, \\r\\n, \\r)."""
     return [0, *accumulate(len(line) for line in io.StringIO(text, newline="").readlines())]
 
@@ -136,6 +137,7 @@ class FileFacts:
         self._helper_memo: dict[tuple[str, str], bool] = {}
         self._parsed: dict[str, tuple[ast.expr, str]] = {}
         self._bindings_memo: dict[int, list[tuple[set[str], ast.expr]]] = {}
+        self.flows: Any = None  # the file's finiteness flows, built by ``facts.reactions``
 
     def bindings(self, root: ast.AST) -> list[tuple[set[str], ast.expr]]:
         key = id(root)
@@ -169,27 +171,112 @@ class FileFacts:
     def defines_function(self, name: str) -> bool:
         return name in self._functions_by_name
 
+    def functions_named(self, name: str) -> list[FunctionNode]:
+        return self._functions_by_name.get(name, [])
+
     def helper_name(self, func: ast.expr) -> str | None:
         """The same-file function a call goes to (``helper(...)``, ``self.helper(...)``)."""
         if isinstance(func, ast.Name):
             name = func.id
-        elif isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and (
-            func.value.id in ("self", "cls")
+        elif (
+            isinstance(func, ast.Attribute)
+            and isinstance(func.value, ast.Name)
+            and (func.value.id in ("self", "cls"))
         ):
             name = func.attr
         else:
             return None
         return name if name in self._functions_by_name else None
 
-    def in_reporting_function(self, key: int) -> bool:
-        """Is the function on line ``key``, or one around it, about evaluation, metrics,
-        plots or reports (``plot_loss``, ``evaluate``)?"""
+    def only_observes(self, key: int) -> bool:
+        """Does the function on line ``key``, or one around it, only observe values
+        (evaluation under ``no_grad``/``eval()``, plots, metrics) while computing no
+        gradient and taking no step? What it does with a non-finite value trains nothing."""
         while key in self._functions:
             function, enclosing = self._functions[key]
-            if any(w in vocab.REPORTING_FUNCTION_WORDS for w in vocab.name_words(function.name)):
+            if self._observes(function):
                 return True
             key = enclosing.lineno if enclosing else 0
         return False
+
+    def _observes(self, fn: FunctionNode) -> bool:
+        key = ("observes", str(fn.lineno))
+        if key not in self._helper_memo:
+            called = {
+                last_part(self.qualified(n.func) or getattr(n.func, "attr", None))
+                for n in ast.walk(fn)
+                if isinstance(n, ast.Call)
+            }
+            called |= {
+                last_part(self.qualified(d) or getattr(d, "attr", None)) for d in fn.decorator_list
+            }
+            trains = called & (vocab.UPDATE_CALLS | vocab.TRAINING_CALLS)
+            self._helper_memo[key] = not trains and bool(called & vocab.OBSERVING_MARKERS)
+        return self._helper_memo[key]
+
+    def mentions_scaling(self, key: int) -> bool:
+        """Is the function on line ``key`` part of fp16 dynamic loss scaling (its text
+        names a loss scale, a scaler, an overflow)? Its selects are the opt-in rule's."""
+        entry = self._functions.get(key)
+        if entry is None:
+            return False
+        return bool(vocab.word_offsets(source_segment(self.source, entry[0]), vocab.SCALING_WORDS))
+
+    def hides_nothing(self, call: ast.Call) -> bool:
+        """A ``nan_to_num`` that hides no non-finite training value: every replacement is
+        NaN again (Inf made more visible), or it guards the 0/0 of a scale factor
+        (``nan_to_num(minimum(clip / norm, 1.0), nan=1.0)``) while NaN gradients still
+        flow through the product."""
+        keywords = {k.arg: k.value for k in call.keywords if k.arg}
+        if keywords and all(
+            self._is_nan_constant(keywords.get(name)) for name in ("nan", "posinf", "neginf")
+        ):
+            return True
+        nan = keywords.get("nan", call.args[1] if len(call.args) > 1 else None)
+        subject = call.args[0] if call.args else keywords.get("x")
+        ratio = isinstance(subject, ast.BinOp) and isinstance(subject.op, ast.Div)
+        if isinstance(subject, ast.Call):
+            name = last_part(self.qualified(subject.func) or getattr(subject.func, "attr", None))
+            ratio = name in {"minimum", "min", "clip", "clamp"} and any(
+                isinstance(a, ast.BinOp) and isinstance(a.op, ast.Div) for a in subject.args
+            )
+        return ratio and isinstance(nan, ast.Constant) and nan.value == 1
+
+    def _is_nan_constant(self, node: ast.expr | None) -> bool:
+        if isinstance(node, ast.Attribute):
+            return node.attr in ("nan", "NaN")
+        return (
+            isinstance(node, ast.Call)
+            and dotted_name(node.func) == "float"
+            and bool(node.args)
+            and isinstance(node.args[0], ast.Constant)
+            and str(node.args[0].value).lower() == "nan"
+        )
+
+    def in_test(self, key: int) -> bool:
+        """Is line ``key``'s function inside a test (``def test_...``, a ``Test...`` class
+        or a ``...TestCase``)? A test that calls a switch exercises it; it trains nothing."""
+        return key in self._test_functions
+
+    @cached_property
+    def _test_functions(self) -> frozenset[int]:
+        found: set[int] = set()
+        stack: list[tuple[ast.AST, bool]] = [(self.tree, False)]
+        while stack:
+            node, inside = stack.pop()
+            for child in child_statements(node):
+                if isinstance(child, ast.ClassDef):
+                    name = child.name
+                    test = name.startswith("Test") or name.endswith(("Test", "TestCase"))
+                    stack.append((child, inside or test))
+                elif isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef):
+                    test = inside or child.name.startswith("test")
+                    if test:
+                        found.add(child.lineno)
+                    stack.append((child, test))
+                else:
+                    stack.append((child, inside))
+        return frozenset(found)
 
     def parameters(self, key: int) -> set[str]:
         """Parameter names of the function defined on line ``key`` (none at module level)."""
@@ -245,9 +332,7 @@ class FileFacts:
     def _is_grad_transform(self, value: ast.expr, scope: Scope) -> bool:
         if isinstance(value, ast.Call):
             qualified = self.qualified(value.func) or ""
-            if last_part(qualified) in vocab.GRAD_TRANSFORMS and not qualified.startswith(
-                "torch."
-            ):
+            if last_part(qualified) in vocab.GRAD_TRANSFORMS and not qualified.startswith("torch."):
                 return True
             if last_part(qualified) == "partial" and value.args:
                 return self._is_grad_transform(value.args[0], scope)
@@ -263,7 +348,7 @@ class FileFacts:
             elif isinstance(node, ast.Attribute):
                 chain = (dotted_name(node) or node.attr).split(".")
                 if vocab.is_signal_name(node.attr) and not any(
-                    vocab.is_metric_name(part) for part in chain
+                    vocab.is_metric_name(part) or vocab.is_config_name(part) for part in chain
                 ):
                     return True
             elif isinstance(node, ast.Call) and self._call_returns_signal(node, scope):
@@ -312,9 +397,7 @@ class FileFacts:
             return any(self._test(v, lens) for v in expr.values)
         if isinstance(expr, ast.UnaryOp):
             return self._test(expr.operand, lens)
-        if isinstance(expr, ast.BinOp) and isinstance(
-            expr.op, ast.BitAnd | ast.BitOr | ast.BitXor
-        ):
+        if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.BitAnd | ast.BitOr | ast.BitXor):
             return any(self._test(e, lens) for e in (expr.left, expr.right))
         if isinstance(expr, ast.Attribute):  # ``jnp.isnan(g).any`` before it is called
             return self._test(expr.value, lens)
@@ -377,9 +460,12 @@ class FileFacts:
     def _records(self, root: ast.AST, scope: Scope) -> bool:
         """Is a finiteness flag kept (returned, stored, passed on) rather than only used to
         pick between old and new values?"""
-        if not scope.flags:
-            return False
-        kept = set(scope.flags)
+        return bool(scope.flags) and self.records_names(root, set(scope.flags), scope)
+
+    def records_names(self, root: ast.AST, flags: set[str], scope: Scope) -> bool:
+        """Is one of ``flags`` kept (returned, stored, passed on to anything but a log)
+        rather than only used to pick between old and new values?"""
+        kept = set(flags)
         for names, value in self.bindings(root):  # ``first_bad = where(ok, first_bad, step)``
             if self._mentions(value, kept, scope):
                 kept |= {n for n in names if not vocab.is_signal_name(n)}
@@ -394,7 +480,7 @@ class FileFacts:
                 values = [v for v in node.values if v is not None]
             elif isinstance(node, ast.Call) and last_part(
                 self.qualified(node.func) or getattr(node.func, "attr", None)
-            ) not in (vocab.SELECTORS | _BOOLEAN_CALLS):
+            ) not in (vocab.SELECTORS | _BOOLEAN_CALLS | vocab.OBSERVING_CALLS | {"partial"}):
                 values = [*node.args, *(k.value for k in node.keywords)]
             else:
                 continue
@@ -410,9 +496,19 @@ class FileFacts:
         if isinstance(expr, ast.Lambda):  # ``tree.map(lambda n, o: ...)``: leaves of signal
             inner = Scope(scope.signal | parameter_names(expr), scope.grad_functions, scope.flags)
             return self._mentions(expr.body, names, inner)
-        if isinstance(expr, ast.Call) and expr.args and last_part(
-            self.qualified(expr.func) or getattr(expr.func, "attr", None)
-        ) in vocab.SELECTORS:
+        if (  # ``partial(jnp.where, ok)``: a select waiting for its two values
+            isinstance(expr, ast.Call)
+            and expr.args
+            and last_part(self.qualified(expr.func) or "") == "partial"
+            and last_part(self.qualified(expr.args[0]) or "") in vocab.SELECTORS
+        ):
+            return False
+        if (
+            isinstance(expr, ast.Call)
+            and expr.args
+            and last_part(self.qualified(expr.func) or getattr(expr.func, "attr", None))
+            in vocab.SELECTORS
+        ):
             chosen = [*expr.args[1:], *(k.value for k in expr.keywords)]
             if any(self.is_signal(a, scope) for a in chosen):
                 return any(self._mentions(a, names, scope) for a in chosen)
@@ -448,7 +544,8 @@ class FileFacts:
     def _returns_signal(self, fn: FunctionNode) -> bool:
         scope = self.scope(fn.lineno)
         return any(
-            isinstance(node, ast.Return) and node.value is not None
+            isinstance(node, ast.Return)
+            and node.value is not None
             and self.is_signal(node.value, scope)
             for node in scope_nodes(fn)
         )
@@ -461,8 +558,10 @@ class FileFacts:
     def _tests_parameter(self, fn: FunctionNode) -> bool:
         candidates = self.flag_candidates(fn)
         returns = [
-            node.value for node in scope_nodes(fn)
-            if isinstance(node, ast.Return) and isinstance(node.value, ast.expr)
+            node.value
+            for node in scope_nodes(fn)
+            if isinstance(node, ast.Return)
+            and isinstance(node.value, ast.expr)
             and self.may_be_test(node.value, candidates)
         ]
         if not returns:  # screened without computing the function's scope
@@ -484,7 +583,22 @@ class FileFacts:
                     changed = True
         return found
 
-    def _sanitizes_parameter(self, fn: FunctionNode) -> bool:
+    def sanitized_parameters(self, name: str) -> list[tuple[int, str]]:
+        """(position, name) of each parameter a same-file sanitizer cleans, so that a call
+        counts only when it hands training signal to one of them."""
+        found: list[tuple[int, str]] = []
+        for fn in self._functions_by_name.get(name, []):
+            args = [a.arg for a in (*fn.args.posonlyargs, *fn.args.args)]
+            offset = 1 if args[:1] in (["self"], ["cls"]) else 0
+            for index, parameter in enumerate(args[offset:]):
+                if self._sanitizes_parameter(fn, parameter):
+                    found.append((index, parameter))
+            found += [
+                (-1, a.arg) for a in fn.args.kwonlyargs if self._sanitizes_parameter(fn, a.arg)
+            ]
+        return found
+
+    def _sanitizes_parameter(self, fn: FunctionNode, only: str | None = None) -> bool:
         calls = [
             (node, last_part(self.qualified(node.func) or getattr(node.func, "attr", None)))
             for node in scope_nodes(fn)
@@ -494,7 +608,12 @@ class FileFacts:
         if not calls:
             return False
         scope = self._parameter_scope(fn)
+        if only is not None:
+            own = self.scope(fn.lineno)
+            scope = Scope(own.signal | {only}, own.grad_functions, own.flags)
         for node, name in calls:
+            if name in vocab.SANITIZERS and self.hides_nothing(node):
+                continue
             if name in vocab.SANITIZERS:
                 subjects = [*node.args[:1], *(k.value for k in node.keywords)]
                 if isinstance(node.func, ast.Attribute):

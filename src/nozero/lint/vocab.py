@@ -17,16 +17,26 @@ MASKED_FILL = frozenset({"masked_fill", "masked_fill_"})
 # What a substitution puts in place of a non-finite value: a constant fill (``zeros_like``)
 # or a named constant (``jnp.nan``), as opposed to another computed value.
 CONSTANT_FILLS = frozenset(
-    {"zeros", "zeros_like", "ones", "ones_like", "full", "full_like", "fill", "constant",
-     "array", "asarray", "tensor", "float"}
+    {
+        "zeros",
+        "zeros_like",
+        "ones",
+        "ones_like",
+        "full",
+        "full_like",
+        "fill",
+        "constant",
+        "array",
+        "asarray",
+        "tensor",
+        "float",
+    }
 )
 CONSTANT_NAMES = frozenset({"nan", "inf", "NaN", "Inf", "pi", "e"})
 # Calls that pick between two values elementwise or as a whole.
 SELECTORS = frozenset({"where", "select", "cond", "switch"})
 # Exceptions raised for non-finite arithmetic.
-NONFINITE_EXCEPTIONS = frozenset(
-    {"FloatingPointError", "ArithmeticError", "NonFiniteError"}
-)
+NONFINITE_EXCEPTIONS = frozenset({"FloatingPointError", "ArithmeticError", "NonFiniteError"})
 # Broad exceptions whose handler is only suspect when it inspects the message.
 BROAD_EXCEPTIONS = frozenset({"RuntimeError", "Exception", "BaseException"})
 OPTAX_SWITCHES = {
@@ -44,18 +54,123 @@ RAISING_CALLS = frozenset(
     {"check_finite", "check", "check_numerics", "exit", "_exit", "abort", "fail"}
 )
 
+# Calls that only observe: logging or printing a flag records nothing.
+OBSERVING_CALLS = frozenset(
+    {
+        "debug",
+        "info",
+        "warning",
+        "warn",
+        "error",
+        "exception",
+        "critical",
+        "log",
+        "print",
+        "format",
+        "log_scalar",
+        "log_metrics",
+        "log_dict",
+        "add_scalar",
+        "write",
+        "set_postfix",
+        "rank_zero_warn",
+        "rank_zero_info",
+        "print_rank_0",
+        "log_dist",
+        "str",
+        "repr",
+        "append",
+    }
+)
+
 # Calls that apply an optimizer step (a check guarding one skips the step).
 UPDATE_CALLS = frozenset({"step", "apply_updates", "apply_gradients", "backward", "minimize"})
 
+# Library helpers that report overflow of fp16 gradients (DeepSpeed's CheckOverflow,
+# Megatron/apex style loss scalers): true means an overflow, and they belong to loss
+# scaling.
+OVERFLOW_HELPERS = frozenset(
+    {
+        "has_overflow",
+        "has_overflow_serial",
+        "check_using_norm",
+        "_has_inf_or_nan",
+        "has_inf_or_nan",
+        "is_invalid_grad_norm",
+        "check_overflow",
+    }
+)
+# Library helpers whose true result means "all finite" (Keras LossScaleOptimizer's
+# ``check_finite``, TF's ``is_all_finite``).
+FINITE_HELPERS = frozenset({"check_finite", "all_finite", "is_all_finite", "_is_all_finite"})
+# Names that hold a flag when bound from an opaque call or an unpacked result
+# (``dynamic_scale, is_fin, aux, grads = grad_fn(...)``, ``found_inf = ...``).
+BAD_FLAG_NAMES = frozenset(
+    {
+        "overflow",
+        "has_overflow",
+        "found_inf",
+        "found_nan",
+        "has_nan",
+        "has_inf",
+        "nan_found",
+        "optimizer_step_was_skipped",
+        "step_was_skipped",
+    }
+)
+GOOD_FLAG_NAMES = frozenset({"is_fin", "is_finite", "all_finite", "grads_finite", "finite"})
+# Words marking code as fp16 dynamic loss scaling.
+SCALING_WORDS = (
+    "update_scale",
+    "_update_scale",
+    "loss_scale",
+    "loss_scaler",
+    "dynamic_scale",
+    "dynamic_loss_scale",
+    "scaler",
+    "grad_scaler",
+    "cur_scale",
+    "scale_window",
+    "amp",
+    "fp16",
+    "overflow",
+    "is_fin",
+    "found_inf",
+    "DynamicScale",
+    "LossScaleOptimizer",
+    "OverflowError",
+    "backoff_factor",
+)
+CTC_KEYWORD = "zero_infinity"  # torch CTCLoss
+# Words only the flow pass and the opt-in switches need: a file holding one is read whole
+# by ``ast`` (the flows), but they send no unit to libcst.
+FLOW_WORDS = frozenset(
+    OVERFLOW_HELPERS
+    | FINITE_HELPERS
+    | BAD_FLAG_NAMES
+    | GOOD_FLAG_NAMES
+    | {"OverflowError", CTC_KEYWORD, "scaler", "_scaler", "grad_scaler", "loss_scaler"}
+)
+
 # Words whose presence (as a whole word) lets a file or a unit of code hold a finding.
 TRIGGER_WORDS = frozenset(
-    PREDICATES | SANITIZERS | NONFINITE_EXCEPTIONS | CHECK_CALLS | set(OPTAX_SWITCHES)
-    | {NONFINITE_KEYWORD, NAN_FILTER_KEYWORD}
+    PREDICATES
+    | SANITIZERS
+    | NONFINITE_EXCEPTIONS
+    | CHECK_CALLS
+    | set(OPTAX_SWITCHES)
+    | {NONFINITE_KEYWORD, NAN_FILTER_KEYWORD, CTC_KEYWORD}
 )
 
 # A string literal that starts with a word for non-finite values (``"nan" in str(err)``),
 # read in the raw source text (quote included).
 NONFINITE_TEXT = re.compile(r"""(?i)["'](?:nan|inf|infinity|non-?finite)\b""")
+
+
+# An equality test with infinity (``x == float("inf")``, ``np.inf == x``), in raw text.
+INF_COMPARISON = re.compile(
+    r"""==\s*[-+]?\s*(?:float\(\s*["'][-+]?inf|(?:\w+\.)*[Ii]nf\b)|\b[Ii]nf\s*=="""
+)
 
 
 def is_word_char(char: str) -> bool:
@@ -115,31 +230,93 @@ def _in_dotted_name(char: str) -> bool:
 
 # Training signal by name: identifiers are split into words (snake and camel case).
 SIGNAL_WORDS = frozenset(
-    {"grad", "grads", "gradient", "gradients", "loss", "losses", "updates", "params",
-     "param", "parameters", "gnorm", "criterion"}
+    {
+        "grad",
+        "grads",
+        "gradient",
+        "gradients",
+        "loss",
+        "losses",
+        "updates",
+        "params",
+        "param",
+        "parameters",
+        "gnorm",
+        "criterion",
+    }
 )
 SIGNAL_NAMES = frozenset(
-    {"g", "gs", "update", "opt_state", "optimizer_state", "optstate",
-     "train_state", "trainstate"}
+    {"g", "gs", "update", "opt_state", "optimizer_state", "optstate", "train_state", "trainstate"}
 )
 # Words that mark a value as a metric, an evaluation score or a plot, never training signal.
 METRIC_WORDS = frozenset(
-    {"val", "valid", "validation", "eval", "evaluation", "test", "holdout", "metric",
-     "metrics", "score", "scores", "acc", "accuracy", "auc", "plot", "hist", "history",
-     "display"}
+    {
+        "val",
+        "valid",
+        "validation",
+        "eval",
+        "evaluation",
+        "test",
+        "holdout",
+        "metric",
+        "metrics",
+        "score",
+        "scores",
+        "acc",
+        "accuracy",
+        "auc",
+        "plot",
+        "hist",
+        "history",
+        "display",
+    }
 )
-# Words that mark a function as evaluation, metrics, plotting or reporting: what it does
-# with a non-finite value does not touch training.
-REPORTING_FUNCTION_WORDS = frozenset(
-    {"plot", "eval", "evaluate", "evaluation", "metric", "metrics", "score", "scores",
-     "display", "visualize", "visualise", "report", "summarize", "summarise", "describe"}
+# Calls that mark a function as one that only observes values: evaluation, plots,
+# metrics (unless it also trains: see TRAINING_CALLS).
+OBSERVING_MARKERS = frozenset(
+    {
+        "eval",
+        "no_grad",
+        "inference_mode",
+        "plot",
+        "scatter",
+        "hist",
+        "imshow",
+        "savefig",
+        "log_metrics",
+        "add_scalar",
+        "set_postfix",
+        "stop_gradient",
+    }
+)
+# Calls that compute gradients or change parameters, besides UPDATE_CALLS.
+TRAINING_CALLS = frozenset(
+    {
+        "grad",
+        "value_and_grad",
+        "gradient",
+        "gradients",
+        "zero_grad",
+        "apply_gradients",
+        "update",
+        "train",
+    }
 )
 # Calls that produce gradients: the callee returns a gradient function (``jax.grad(f)``) ...
-GRAD_TRANSFORMS = frozenset(
-    {"grad", "value_and_grad", "filter_grad", "filter_value_and_grad"}
-)
+GRAD_TRANSFORMS = frozenset({"grad", "value_and_grad", "filter_grad", "filter_value_and_grad"})
 # ... or the gradients themselves (``torch.autograd.grad``, ``tape.gradient``).
-GRAD_CALLS = frozenset({"gradient", "gradients", "compute_gradients"})
+GRAD_CALLS = frozenset(
+    {
+        "gradient",
+        "gradients",
+        "compute_gradients",
+        "clip_grad_norm_",
+        "clip_grad_norm",
+        "get_grad_norm",
+        "global_norm",
+        "clip_gradients",
+    }
+)
 
 _WORD_SPLIT = re.compile(r"_+|(?<=[a-z0-9])(?=[A-Z])")
 
@@ -154,10 +331,45 @@ def is_metric_name(identifier: str) -> bool:
     return any(w in METRIC_WORDS for w in name_words(identifier))
 
 
+# Words that mark a name as a setting (``max_grad_norm``, ``cfg.loss_weight``,
+# ``threshold``), never training signal itself: inf there often means "off".
+CONFIG_WORDS = frozenset(
+    {
+        "config",
+        "cfg",
+        "conf",
+        "args",
+        "hparams",
+        "opts",
+        "options",
+        "settings",
+        "threshold",
+        "thresh",
+        "limit",
+        "max",
+        "min",
+        "clip",
+        "tol",
+        "tolerance",
+        "eps",
+        "epsilon",
+        "weight",
+        "coef",
+        "coeff",
+        "factor",
+    }
+)
+
+
+@cache
+def is_config_name(identifier: str) -> bool:
+    return any(w in CONFIG_WORDS for w in name_words(identifier))
+
+
 @cache
 def is_signal_name(identifier: str) -> bool:
     """Loss, gradients, updates, parameters or optimizer state by their name."""
-    if is_metric_name(identifier):
+    if is_metric_name(identifier) or is_config_name(identifier):
         return False
     lowered = identifier.lower()
     return lowered in SIGNAL_NAMES or any(w in SIGNAL_WORDS for w in name_words(identifier))

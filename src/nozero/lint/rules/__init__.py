@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from nozero.lint.rules import info, meta, replace, skip, swallow, switches
+from nozero.lint.rules import flow, info, meta, replace, swallow, switches
 from nozero.lint.rules.base import Rule
 
 ALL_RULES: list[type[Rule]] = sorted(
-    [*meta.RULES, *replace.RULES, *skip.RULES, *swallow.RULES, *switches.RULES, *info.RULES],
+    [*meta.RULES, *replace.RULES, *flow.RULES, *swallow.RULES, *switches.RULES, *info.RULES],
     key=lambda rule: rule.code,
 )
 _BY_CODE = {rule.code: rule for rule in ALL_RULES}

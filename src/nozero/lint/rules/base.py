@@ -9,7 +9,8 @@ test on it (the whole-file ``FileFacts``), and where a node is.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator, Mapping
+import textwrap
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import cache, cached_property
 from typing import ClassVar
@@ -34,6 +35,18 @@ class Hit:
     statement_last: int
 
 
+class Example(str):
+    """A VALID or INVALID example: dedented code, and for an INVALID one the line its
+    finding is expected on (its code is the rule's)."""
+
+    line: int | None
+
+    def __new__(cls, source: str, line: int | None = None) -> Example:
+        example = super().__new__(cls, textwrap.dedent(source))
+        example.line = line
+        return example
+
+
 class Rule:
     """One concern, with the examples the test suite runs. Its code names its entry in
     the catalogue, where its name, message, page text and default live."""
@@ -44,7 +57,7 @@ class Rule:
     doc: ClassVar[str]
     default_enabled: ClassVar[bool] = True
     VALID: ClassVar[list[str]] = []
-    INVALID: ClassVar[list[str]] = []
+    INVALID: ClassVar[list[str]] = []  # Example(..., line=N) names its line
 
     def __init_subclass__(cls, **kwargs: object) -> None:
         super().__init_subclass__(**kwargs)
@@ -52,12 +65,16 @@ class Rule:
             entry = catalog.entry(cls.code)
             cls.name, cls.message, cls.doc = entry.name, entry.message, entry.doc
             cls.default_enabled = entry.default
+        visited = sorted(name[len("visit_") :] for name in dir(cls) if name.startswith("visit_"))
+        cls.node_types = tuple(getattr(cst, name) for name in visited)
 
-    # libcst node types handed to ``check``; empty for rules the engine applies itself.
+    # libcst node types the rule has a ``visit_<Node>`` method for (set from those
+    # methods); empty for rules the engine applies itself.
     node_types: ClassVar[tuple[type[cst.CSTNode], ...]] = ()
 
-    def check(self, node: cst.CSTNode, ctx: Context) -> None:
-        raise NotImplementedError
+    def visitor(self, node_type: type[cst.CSTNode]) -> Callable[[cst.CSTNode, Context], None]:
+        """The method that inspects nodes of ``node_type``."""
+        return getattr(self, f"visit_{node_type.__name__}")
 
 
 def cst_dotted_name(node: cst.CSTNode) -> str | None:
@@ -141,8 +158,8 @@ class Context:
 
     # ---- reporting ------------------------------------------------------------------
     def report(self, node: cst.CSTNode, rule: Rule, detail: str = "") -> None:
-        if self.facts.in_reporting_function(self.scope_key):
-            return  # evaluation, metrics and plots may clean values as they like
+        if self.facts.only_observes(self.scope_key) or self.facts.in_test(self.scope_key):
+            return  # evaluation, metrics, plots and tests touch no training signal
         start = self.positions[node].start
         statement = next(
             (a for a in reversed([*self.ancestors, node]) if isinstance(a, cst.BaseStatement)),

@@ -38,10 +38,8 @@ class PeriodicFiniteCheck(Rule):
         "    raise FloatingPointError(step)\n",
         "import math\nif not step % 50:\n    assert math.isfinite(loss)\n",
     ]
-    node_types = (cst.If,)
 
-    def check(self, node: cst.CSTNode, ctx: Context) -> None:
-        assert isinstance(node, cst.If)
+    def visit_If(self, node: cst.If, ctx: Context) -> None:
         if not m.findall(node.test, _PERIODIC):
             return
         if ctx.is_nonfinite_test(node.test) or _checks_finiteness(node.body, ctx):

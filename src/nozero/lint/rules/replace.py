@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ast
+
 import libcst as cst
 import libcst.matchers as m
 
@@ -100,18 +102,24 @@ class NanToNumOnSignal(Rule):
         "import numpy as np\ndef clean(x):\n    return np.nan_to_num(x)\n"
         "def step(grads):\n    return clean(grads)\n",
     ]
-    node_types = (cst.Call,)
 
-    def check(self, node: cst.CSTNode, ctx: Context) -> None:
-        assert isinstance(node, cst.Call)
+    def visit_Call(self, node: cst.Call, ctx: Context) -> None:
         if _in_mapped_lambda(ctx):
             return  # ``tree.map(lambda g: nan_to_num(g), grads)`` is NZ102's finding
         helper = _sanitizer_helper_called(node, ctx)
         if helper is not None:
-            if any(ctx.is_signal(arg.value) for arg in node.args):
+            cleaned = ctx.facts.sanitized_parameters(helper)
+            positional = [a.value for a in node.args if a.keyword is None and not a.star]
+            handed = [positional[i] for i, _ in cleaned if 0 <= i < len(positional)]
+            names = {name for _, name in cleaned}
+            handed += [a.value for a in node.args if a.keyword and a.keyword.value in names]
+            if any(ctx.is_signal(value) for value in handed):
                 ctx.report(node, self, f"through {helper}()")
             return
         if ctx.called(node) not in vocab.SANITIZERS:
+            return
+        expr, _ = ctx.facts.parse_expression(ctx.code(node))
+        if isinstance(expr, ast.Call) and ctx.facts.hides_nothing(expr):
             return
         subjects = [a.value for a in node.args if a.keyword is None][:1]
         subjects += [
@@ -138,10 +146,8 @@ class NanToNumMapped(Rule):
         "import functools, torch\n"
         "h = w.register_hook(functools.partial(torch.nan_to_num, nan=0.0))\n",
     ]
-    node_types = (cst.Call,)
 
-    def check(self, node: cst.CSTNode, ctx: Context) -> None:
-        assert isinstance(node, cst.Call)
+    def visit_Call(self, node: cst.Call, ctx: Context) -> None:
         called = ctx.called(node)
         if called not in _MAPPERS | _HOOKS or not node.args:
             return
@@ -166,18 +172,17 @@ class WhereSubstitutes(Rule):
         "import jax.numpy as xp\nupdates = xp.where(updates != updates, 0, updates)\n",
         "import math\nloss = loss if math.isfinite(loss) else 0.0\n",
     ]
-    node_types = (cst.Call, cst.IfExp)
 
-    def check(self, node: cst.CSTNode, ctx: Context) -> None:
-        if isinstance(node, cst.IfExp):  # ``loss if math.isfinite(loss) else 0.0``
-            if (is_constant(node.body, ctx) or is_constant(node.orelse, ctx)) and (
-                ctx.is_nonfinite_test(node.test)
-            ):
-                ctx.report(node, self)
-            return
-        assert isinstance(node, cst.Call)
-        if ctx.called(node) != "where":
-            return
+    def visit_IfExp(self, node: cst.IfExp, ctx: Context) -> None:
+        """``loss if math.isfinite(loss) else 0.0``"""
+        if (is_constant(node.body, ctx) or is_constant(node.orelse, ctx)) and (
+            ctx.is_nonfinite_test(node.test)
+        ):
+            ctx.report(node, self)
+
+    def visit_Call(self, node: cst.Call, ctx: Context) -> None:
+        if ctx.called(node) != "where" or ctx.facts.mentions_scaling(ctx.scope_key):
+            return  # a select inside loss scaling is the opt-in rule's (NZ406)
         condition = _argument(node, 0, "condition")
         branches = [_argument(node, 1, "x"), _argument(node, 2, "y")]
         if condition is None or None in branches:
@@ -197,10 +202,8 @@ class MaskedFillNonFinite(Rule):
         "import torch\nloss.masked_fill_(~torch.isfinite(loss), 0)\n",
         "import torch\ng = torch.masked_fill(g, torch.isinf(g), 0.0)\n",
     ]
-    node_types = (cst.Call,)
 
-    def check(self, node: cst.CSTNode, ctx: Context) -> None:
-        assert isinstance(node, cst.Call)
+    def visit_Call(self, node: cst.Call, ctx: Context) -> None:
         if ctx.called(node) not in vocab.MASKED_FILL:
             return
         positional = [a.value for a in node.args if a.keyword is None]
@@ -222,17 +225,16 @@ class MaskedAssignment(Rule):
         "import torch\np.grad[~torch.isfinite(p.grad)] = 0.0\n",
         "import jax.numpy as jnp\nupdates = updates.at[jnp.isnan(updates)].set(0.0)\n",
     ]
-    node_types = (cst.Assign, cst.Call)
 
-    def check(self, node: cst.CSTNode, ctx: Context) -> None:
-        if isinstance(node, cst.Assign):
-            for target in node.targets:
-                if isinstance(target.target, cst.Subscript) and self._masked(target.target, ctx):
-                    ctx.report(node, self)
-                    return
-        elif (
-            isinstance(node, cst.Call)
-            and isinstance(node.func, cst.Attribute)
+    def visit_Assign(self, node: cst.Assign, ctx: Context) -> None:
+        for target in node.targets:
+            if isinstance(target.target, cst.Subscript) and self._masked(target.target, ctx):
+                ctx.report(node, self)
+                return
+
+    def visit_Call(self, node: cst.Call, ctx: Context) -> None:
+        if (
+            isinstance(node.func, cst.Attribute)
             and isinstance(node.func.value, cst.Subscript)
             and m.matches(node.func.value.value, m.Attribute(attr=m.Name("at")))
             and self._masked(node.func.value, ctx)

@@ -75,10 +75,8 @@ class SwallowedFloatingPointError(Rule):
         "        with np.errstate(all='raise'):\n            grads = grad_fn(state, batch)\n"
         "    except FloatingPointError:\n        return state\n    return update(state, grads)\n",
     ]
-    node_types = (cst.ExceptHandler,)
 
-    def check(self, node: cst.CSTNode, ctx: Context) -> None:
-        assert isinstance(node, cst.ExceptHandler)
+    def visit_ExceptHandler(self, node: cst.ExceptHandler, ctx: Context) -> None:
         caught = _caught_names(node, ctx) & vocab.NONFINITE_EXCEPTIONS
         if not caught or raises(node, ctx) or _ends_run(node, ctx):
             return
@@ -100,10 +98,8 @@ class InspectedRuntimeError(Rule):
         "try:\n    fit()\nexcept Exception as e:\n"
         "    if any(w in str(e) for w in ('NaN', 'non-finite')):\n        print('skipped')\n",
     ]
-    node_types = (cst.ExceptHandler,)
 
-    def check(self, node: cst.CSTNode, ctx: Context) -> None:
-        assert isinstance(node, cst.ExceptHandler)
+    def visit_ExceptHandler(self, node: cst.ExceptHandler, ctx: Context) -> None:
         if not _caught_names(node, ctx) & vocab.BROAD_EXCEPTIONS:
             return
         for branch in walk(node.body):

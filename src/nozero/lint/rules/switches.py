@@ -6,23 +6,20 @@ import libcst as cst
 import libcst.matchers as m
 
 from nozero.lint import vocab
-from nozero.lint.rules.base import Context, Rule
-from nozero.lint.rules.replace import is_constant
+from nozero.lint.rules.base import Context, Example, Rule
 
 _FALSE = m.Name("False") | m.Integer("0")
 _TRUE = m.Name("True") | m.Integer("1")
 
 
-def _is_reference(node: cst.Name | cst.Attribute, ctx: Context) -> bool:
-    """A name used as a value: not an import, a keyword, a definition or an attribute."""
+def _enables(node: cst.Name | cst.Attribute, ctx: Context) -> bool:
+    """Is the switch called or handed to something that will call it? Naming it (an
+    import, a re-export ``zero_nans = transforms.zero_nans``, a definition) enables
+    nothing."""
     parent = ctx.ancestors[-1] if ctx.ancestors else None
-    if isinstance(parent, cst.Attribute) and parent.attr is node:
-        return False
-    if isinstance(parent, cst.Arg) and parent.keyword is node:
-        return False
-    if isinstance(parent, cst.FunctionDef | cst.ClassDef | cst.ImportAlias | cst.Param):
-        return False
-    return not any(isinstance(a, cst.Import | cst.ImportFrom) for a in ctx.ancestors)
+    if isinstance(parent, cst.Call):
+        return parent.func is node
+    return isinstance(parent, cst.Arg) and parent.value is node
 
 
 class _OptaxSwitch(Rule):
@@ -30,16 +27,18 @@ class _OptaxSwitch(Rule):
 
     switch: str
 
-    node_types = (cst.Name, cst.Attribute)
+    def visit_Name(self, node: cst.Name, ctx: Context) -> None:
+        self._switch(node, node.value, ctx)
 
-    def check(self, node: cst.CSTNode, ctx: Context) -> None:
-        assert isinstance(node, cst.Name | cst.Attribute)
-        last = node.attr.value if isinstance(node, cst.Attribute) else node.value
+    def visit_Attribute(self, node: cst.Attribute, ctx: Context) -> None:
+        self._switch(node, node.attr.value, ctx)
+
+    def _switch(self, node: cst.Name | cst.Attribute, last: str, ctx: Context) -> None:
         if last != self.switch and last not in ctx.facts.aliases:
             return  # cheap test first: this runs on every name in the code
         qualified = ctx.qualified(node) or ""
         if qualified.startswith("optax.") and qualified.endswith("." + self.switch):
-            if _is_reference(node, ctx):
+            if _enables(node, ctx):
                 ctx.report(node, self)
 
 
@@ -85,21 +84,32 @@ class _SwitchOff(Rule):
     keyword: str
     bad_value: m.BaseMatcherNode
 
-    node_types = (cst.Arg, cst.DictElement, cst.Assign)
+    def visit_AnnAssign(self, node: cst.AnnAssign, ctx: Context) -> None:
+        """``flag: bool = True`` and ``flag: bool = field(default=True)``"""
+        value = node.value
+        if isinstance(value, cst.Call) and ctx.called(value) == "field":
+            value = next(
+                (a.value for a in value.args if a.keyword and a.keyword.value == "default"), None
+            )
+        target = m.Name(self.keyword) | m.Attribute(attr=m.Name(self.keyword))
+        if m.matches(node.target, target) and value is not None:
+            self._report_if_bad(node, value, ctx)
 
-    def check(self, node: cst.CSTNode, ctx: Context) -> None:
-        if isinstance(node, cst.Arg):
-            hit = node.keyword is not None and node.keyword.value == self.keyword
-        elif isinstance(node, cst.DictElement):
-            hit = isinstance(node.key, cst.SimpleString) and (
-                node.key.evaluated_value == self.keyword
-            )
-        else:
-            assert isinstance(node, cst.Assign)
-            hit = any(
-                m.matches(t.target, m.Attribute(attr=m.Name(self.keyword))) for t in node.targets
-            )
-        if hit and m.matches(node.value, self.bad_value):
+    def visit_Arg(self, node: cst.Arg, ctx: Context) -> None:
+        if node.keyword is not None and node.keyword.value == self.keyword:
+            self._report_if_bad(node, node.value, ctx)
+
+    def visit_DictElement(self, node: cst.DictElement, ctx: Context) -> None:
+        if isinstance(node.key, cst.SimpleString) and node.key.evaluated_value == self.keyword:
+            self._report_if_bad(node, node.value, ctx)
+
+    def visit_Assign(self, node: cst.Assign, ctx: Context) -> None:
+        target = m.Attribute(attr=m.Name(self.keyword))
+        if any(m.matches(t.target, target) for t in node.targets):
+            self._report_if_bad(node, node.value, ctx)
+
+    def _report_if_bad(self, node: cst.CSTNode, value: cst.BaseExpression, ctx: Context) -> None:
+        if m.matches(value, self.bad_value):
             ctx.report(node, self)
 
 
@@ -131,46 +141,34 @@ class LoggingNanInfFilter(_SwitchOff):
     ]
 
 
-class KeepOldOnNonFinite(Rule):
-    code = "NZ410"
+class CtcZeroInfinity(_SwitchOff):
+    code = "NZ407"
+    keyword = "zero_infinity"
+    bad_value = _TRUE
     VALID = [
-        "import jax, jax.numpy as jnp\n"
-        "def step(params, new_params, loss):\n"
-        "    ok = jnp.isfinite(loss)\n"
-        "    params = jax.tree.map(lambda n, o: jnp.where(ok, n, o), new_params, params)\n"
-        "    return params, ok\n",
-        "import jax.numpy as jnp\nlogits = jnp.where(mask, logits, other_logits)\n",
+        Example("""\
+            import torch
+            criterion = torch.nn.CTCLoss(blank=0, zero_infinity=False)
+            """),
     ]
     INVALID = [
-        "import jax, jax.numpy as jnp\n"
-        "def step(params, new_params, loss):\n"
-        "    ok = jnp.isfinite(loss)\n"
-        "    return jax.tree.map(lambda n, o: jnp.where(ok, n, o), new_params, params)\n",
-        "from jax import lax\nimport jax.numpy as jnp\n"
-        "def step(state, grads):\n"
-        "    return lax.cond(jnp.all(jnp.isfinite(grads)), apply, lambda s, g: s, state, grads)\n",
-        "import math\nfor batch in loader:\n    new_params, loss = update(params, batch)\n"
-        "    params = new_params if math.isfinite(loss) else params\n",
+        Example(
+            """\
+            import torch
+            criterion = torch.nn.CTCLoss(blank=0, zero_infinity=True)
+            """,
+            line=2,
+        ),
+        Example(
+            """\
+            from dataclasses import dataclass, field
+            @dataclass
+            class CtcConfig:
+                zero_infinity: bool = field(default=True)
+            """,
+            line=4,
+        ),
     ]
-    node_types = (cst.Call, cst.IfExp)
-
-    def check(self, node: cst.CSTNode, ctx: Context) -> None:
-        if isinstance(node, cst.IfExp):  # ``new if isfinite(loss) else old``
-            branches = [node.body, node.orelse]
-            if not any(is_constant(b, ctx) for b in branches) and (
-                ctx.is_nonfinite_test(node.test) and not ctx.scope_is_guarded()
-            ):
-                ctx.report(node, self)
-            return
-        assert isinstance(node, cst.Call)
-        called = ctx.called(node)
-        if called not in vocab.SELECTORS or len(node.args) < 3:
-            return
-        branches = [a.value for a in node.args[1:3]]
-        if called in ("where", "select") and any(is_constant(b, ctx) for b in branches):
-            return  # a constant fill is NZ103's concern
-        if ctx.is_nonfinite_test(node.args[0].value) and not ctx.scope_is_guarded():
-            ctx.report(node, self)
 
 
 RULES: list[type[Rule]] = [
@@ -179,5 +177,5 @@ RULES: list[type[Rule]] = [
     OptaxSkipNotFinite,
     ClipGradNormNonFiniteOff,
     LoggingNanInfFilter,
-    KeepOldOnNonFinite,
+    CtcZeroInfinity,
 ]

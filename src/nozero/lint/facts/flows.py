@@ -1,0 +1,1006 @@
+"""Finiteness flows through one file: from where a fact is established to where training
+reacts to it.
+
+A fact is a test of training signal for NaN/Inf (``isnan(loss)``, ``g != g``,
+``loss == inf``), the result of a library helper (``check_using_norm``, ``is_fin`` from a
+dynamic loss scale, ``found_inf``), or a flag holding either: a local, a ``self.``
+attribute set in any method of the class, an element of a same-file function's
+(tuple) result, a reduction of a flag (``all_reduce``, ``.item()``, ``bool()``), or a
+constant set where a test found a non-finite value (``overflow = True``).
+
+A reaction is what the code does where the fact says "non-finite": leaves the step
+(``return``, ``continue``, ``break``, an optimizer step only taken when finite), zeroes
+the gradients, replaces the value, drops the samples, or keeps the old state through a
+select. Each reaction is reported once, at its own line, with the route that led to it.
+The pass reads the whole file with the standard library's ``ast``, so its answers never
+depend on which parts the pre-filter hands to libcst.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import io
+from bisect import bisect_left, bisect_right
+from dataclasses import dataclass, field
+
+from nozero.lint import vocab
+from nozero.lint.facts import sources
+from nozero.lint.imports import dotted_name, last_part
+from nozero.lint.signal import (
+    FileFacts,
+    FunctionNode,
+    Scope,
+    line_starts,
+    parameter_names,
+    source_segment,
+)
+
+_DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+_SELECT_CALLS = frozenset({"where", "select", "cond", "switch", "tree_where", "select_n"})
+_MAPPERS = frozenset({"map", "tree_map", "map_structure", "tree_map_with_path"})
+
+WHAT = {
+    "skip": "the step is skipped here",
+    "zero": "the gradients are zeroed here",
+    "not_taken": "the optimizer step is only taken when the values are finite",
+    "go_on": "nothing stops training here",
+    "replace": "the value is replaced here",
+    "drop": "the non-finite samples are dropped here",
+    "keep": "the old state is kept here",
+    "sentinel": "the value is replaced by a marker for the overflow check here",
+    "scaler_step": "the scaler skips this step when the gradients overflow",
+    "clamp": "the activations are clamped into the finite range here",
+}
+_FORCED_SCALING = frozenset({"sentinel", "scaler_step"})
+_CLAMPS = frozenset({"clamp", "clamp_", "clip", "clip_by_value", "nan_to_num", "where"})
+
+
+@dataclass(frozen=True)
+class Route:
+    """Where a finiteness fact was established."""
+
+    line: int
+    origin: str  # ``check_using_norm()``, ``isnan(loss)``, ``OverflowError``
+    flag: str | None  # the name holding it, None for a test read in place
+    scaling: bool  # it belongs to fp16 dynamic loss scaling
+    weak: bool = False  # a test of a value not known as training signal
+
+
+@dataclass(frozen=True)
+class Reaction:
+    """What training does with a non-finite value, at one statement."""
+
+    kind: str
+    line: int
+    col: int  # 0-based UTF-8 byte offset, as ``ast`` counts
+    first: int  # the statement's first and last lines, for suppressions
+    last: int
+    route: Route
+    scaling: bool
+
+    def detail(self) -> str:
+        route = self.route
+        what = WHAT[self.kind]
+        if route.flag:
+            return f"{route.flag} set at line {route.line} from {route.origin}; {what}"
+        if route.line != self.line:
+            return f"{route.origin} tested at line {route.line}; {what}"
+        return f"{route.origin} tested; {what}"
+
+
+# A flag: its route and its polarity (True: the value being true means non-finite).
+Flag = tuple[Route, bool]
+
+
+@dataclass
+class _Unit:
+    """One function (or the module body) being read."""
+
+    node: ast.AST
+    scope: Scope
+    env: dict[str, Flag]
+    scaling: bool
+    updates_after: list[int] = field(default_factory=list)  # lines of optimizer steps
+    trains: bool = False  # it steps, computes gradients, or loops over batches
+    returns: dict[int | None, Flag] = field(default_factory=dict)
+
+
+class Flows:
+    """The reactions of one file, computed once on first use."""
+
+    def __init__(self, facts: FileFacts) -> None:
+        self.facts = facts
+        self.text = facts.source
+        self._class_flags: dict[int, dict[str, Flag]] = {}
+        self._helper_memo: dict[str, dict[int | None, Flag]] = {}
+        self._reactions: dict[tuple[int, int, str], Reaction] = {}
+        self._done = False
+        self._collect = False
+
+    # ---- the front door -----------------------------------------------------------
+    def reactions(self) -> list[Reaction]:
+        if not self._done:
+            self._run()
+            self._done = True
+        return sorted(self._reactions.values(), key=lambda r: (r.line, r.col, r.kind))
+
+    def _run(self) -> None:
+        tree = self.facts.tree
+        self._lines = self._word_lines(_SOURCE_WORDS)
+        if "==" in self.text:  # ``loss == inf``
+            self._lines |= {
+                number
+                for number, line in enumerate(io.StringIO(self.text, newline="").readlines(), 1)
+                if "==" in line and vocab.INF_COMPARISON.search(line)
+            }
+        self._sorted_lines = sorted(self._lines)
+        classes = [n for n in _statements(tree) if isinstance(n, ast.ClassDef)]
+        self._collect = True
+        found: set[str] = set()
+        for cls in classes:  # ``self.overflow = has_overflow(...)`` in any method
+            flags: dict[str, Flag] = {}
+            for method in cls.body:
+                if isinstance(method, ast.FunctionDef | ast.AsyncFunctionDef) and self._holds(
+                    method
+                ):
+                    unit = self._read_function(method, {})
+                    flags.update({k: v for k, v in unit.env.items() if k.startswith("self.")})
+            self._class_flags[id(cls)] = flags
+            found |= {key.removeprefix("self.") for key in flags}
+        for fn in _statements(tree):  # same-file functions that hand back a flag
+            if isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef) and self._holds(fn):
+                if self._helper_returns(fn.name):
+                    found.add(fn.name)
+        self._collect = False
+        if found:
+            self._lines |= self._word_lines(found)
+            self._sorted_lines = sorted(self._lines)
+        self._reactions = {}
+        module = _Unit(tree, self.facts.scope(0), {}, False, trains=self._trains(tree))
+        self._block(module, tree.body, 0, None)
+        self._visit_functions(tree, {})
+
+    def _word_lines(self, words: set[str] | frozenset[str]) -> set[int]:
+        text = self.text
+        offsets = vocab.word_offsets(text, words) + vocab.self_comparisons(text)
+        starts = line_starts(text)
+        return {bisect_right(starts, offset) for offset in offsets}
+
+    def _holds(self, fn: ast.AST) -> bool:
+        """Does the function's text hold a word a finiteness fact needs?"""
+        first, last = fn.lineno, fn.end_lineno or fn.lineno  # type: ignore[attr-defined]
+        lines = self._sorted_lines
+        at = bisect_left(lines, first)
+        return at < len(lines) and lines[at] <= last
+
+    def _visit_functions(self, root: ast.AST, inherited: dict[str, Flag]) -> None:
+        for node in _child_statements(root):
+            if isinstance(node, ast.ClassDef):
+                flags = self._class_flags.get(id(node), {})
+                for child in node.body:
+                    if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef):
+                        if self._holds(child):
+                            self._read_function(child, flags)
+                            self._visit_functions(child, flags)
+                    elif isinstance(child, ast.ClassDef):
+                        self._visit_functions(ast.Module(body=[child], type_ignores=[]), {})
+            elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                if self._holds(node):
+                    self._read_function(node, inherited)
+                    self._visit_functions(node, inherited)
+            else:
+                self._visit_functions(node, inherited)
+
+    def _read_function(self, fn: FunctionNode, inherited: dict[str, Flag]) -> _Unit:
+        segment = source_segment(self.text, fn) if fn.end_lineno else ""  # type: ignore[arg-type]
+        scaling = bool(vocab.word_offsets(segment, sources.SCALING_WORDS))
+        unit = _Unit(fn, self.facts.scope(fn.lineno), dict(inherited), scaling)
+        unit.updates_after = sorted(
+            node.lineno
+            for node in _own_nodes(fn)
+            if isinstance(node, ast.Call) and self._called(node) in vocab.UPDATE_CALLS
+        )
+        unit.trains = bool(unit.updates_after) or self._trains(fn)
+        self._block(unit, fn.body, 0, None)
+        return unit
+
+    def _trains(self, root: ast.AST) -> bool:
+        """Does the code step, compute gradients or loop over batches?"""
+        for node in _own_nodes(root):
+            if isinstance(node, ast.Call):
+                words = vocab.name_words(self._called(node))
+                if _TRAINING_WORDS.intersection(words):
+                    return True
+            elif isinstance(node, ast.For | ast.AsyncFor):
+                words = {w for n in _names(node.target) for w in vocab.name_words(n)}
+                if words & {"batch", "batches", "sample", "samples", "minibatch"}:
+                    return True
+        return False
+
+    # ---- statements ---------------------------------------------------------------
+    def _block(self, unit: _Unit, body: list[ast.stmt], loops: int, bad: Flag | None) -> None:
+        for stmt in body:
+            self._statement(unit, stmt, loops, bad)
+
+    def _statement(self, unit: _Unit, stmt: ast.stmt, loops: int, bad: Flag | None) -> None:
+        if isinstance(stmt, _DEFS):
+            return
+        self._expressions(unit, stmt)
+        if isinstance(stmt, ast.Assign | ast.AnnAssign | ast.AugAssign):
+            self._assign(unit, stmt, bad)
+        elif isinstance(stmt, ast.If):
+            self._if(unit, stmt, loops, bad)
+        elif isinstance(stmt, ast.For | ast.AsyncFor | ast.While):
+            self._block(unit, stmt.body, loops + 1, bad)
+            self._block(unit, stmt.orelse, loops, bad)
+        elif isinstance(stmt, ast.With | ast.AsyncWith):
+            self._block(unit, stmt.body, loops, bad)
+        elif isinstance(stmt, ast.Try | ast.TryStar):
+            self._block(unit, stmt.body, loops, bad)
+            for handler in stmt.handlers:
+                self._handler(unit, handler, loops)
+            self._block(unit, stmt.orelse, loops, bad)
+            self._block(unit, stmt.finalbody, loops, bad)
+        elif isinstance(stmt, ast.Match):
+            for case in stmt.cases:
+                self._block(unit, case.body, loops, bad)
+        elif isinstance(stmt, ast.Return) and stmt.value is not None:
+            self._note_return(unit, stmt.value)
+
+    def _note_return(self, unit: _Unit, value: ast.expr) -> None:
+        found = self.flag_of(unit, value)
+        if found:
+            unit.returns[None] = found
+        if isinstance(value, ast.Tuple):
+            for index, element in enumerate(value.elts):
+                found = self.flag_of(unit, element)
+                if found:
+                    unit.returns[index] = found
+
+    def _assign(
+        self, unit: _Unit, stmt: ast.Assign | ast.AnnAssign | ast.AugAssign, bad: Flag | None
+    ) -> None:
+        value = stmt.value
+        if value is None:
+            return
+        targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+        if bad is not None and isinstance(value, ast.Constant) and isinstance(value.value, bool):
+            route, polarity = bad  # ``overflow = True`` where a non-finite value was found
+            for target in targets:
+                key = _key(target)
+                if key:
+                    flag_route = Route(
+                        stmt.lineno,
+                        route.origin if not route.flag else f"{route.flag}",
+                        key.removeprefix("self."),
+                        route.scaling or _scaling_name(key),
+                    )
+                    unit.env[key] = (flag_route, value.value)
+            return
+        found = self.flag_of(unit, value)
+        if isinstance(stmt, ast.AugAssign):
+            key = _key(stmt.target)
+            if key and key in unit.env and not found:
+                return
+        for target in targets:
+            if found:
+                key = _key(target)
+                if key:
+                    route, polarity = found
+                    if route.flag is None:
+                        route = Route(
+                            stmt.lineno,
+                            route.origin,
+                            key.removeprefix("self."),
+                            route.scaling or _scaling_name(key),
+                        )
+                    unit.env[key] = (route, polarity)
+                    if not route.weak and "skip" in vocab.name_words(key.rsplit(".", 1)[-1]):
+                        self._add(unit, "skip", stmt, route)  # the decision to skip
+            elif isinstance(target, ast.Tuple | ast.List):
+                self._unpack(unit, target, value, stmt.lineno)
+            elif isinstance(value, ast.Call):
+                key = _key(target)
+                named = _named_flag(key, stmt.lineno, self._called(value))
+                if named:
+                    unit.env[key] = named  # type: ignore[index]
+
+    def _unpack(
+        self, unit: _Unit, target: ast.Tuple | ast.List, value: ast.expr, line: int
+    ) -> None:
+        returned: dict[int | None, Flag] = {}
+        if isinstance(value, ast.Call):
+            helper = self.facts.helper_name(value.func)
+            if helper is not None:
+                returned = self._helper_returns(helper)
+        for index, element in enumerate(target.elts):
+            key = _key(element)
+            if not key:
+                continue
+            if index in returned:
+                route, polarity = returned[index]
+                unit.env[key] = (
+                    Route(
+                        line,
+                        f"{self._called(value)}()",
+                        key,  # type: ignore[arg-type]
+                        route.scaling or _scaling_name(key),
+                    ),
+                    polarity,
+                )
+            elif isinstance(value, ast.Call):
+                named = _named_flag(key, line, self._called(value))
+                if named:
+                    unit.env[key] = named
+
+    def _handler(self, unit: _Unit, handler: ast.ExceptHandler, loops: int) -> None:
+        caught = _caught(handler, self.facts)
+        if "OverflowError" in caught and unit.trains:
+            route = Route(handler.lineno, "OverflowError", None, True)
+            self._react(unit, handler.body, (route, True), set(), loops, handler)
+            self._block(unit, handler.body, loops, (route, True))
+        else:
+            self._block(unit, handler.body, loops, None)
+
+    def _if(self, unit: _Unit, stmt: ast.If, loops: int, bad: Flag | None) -> None:
+        found = self.flag_of(unit, stmt.test)
+        if found is not None and found[0].weak:
+            self._clamped(unit, stmt, found)
+            found = None
+        if found is None:
+            self._block(unit, stmt.body, loops, bad)
+            self._block(unit, stmt.orelse, loops, bad)
+            return
+        route, polarity = found
+        bad_branch, good_branch = (stmt.body, stmt.orelse) if polarity else (stmt.orelse, stmt.body)
+        tested = _names(stmt.test)
+        reacted = bool(bad_branch) and self._react(unit, bad_branch, found, tested, loops, stmt)
+        if (
+            not reacted
+            and (not bad_branch or route.scaling or unit.scaling)
+            and any(
+                isinstance(n, ast.Call) and self._called(n) in vocab.UPDATE_CALLS
+                for s in good_branch
+                for n in _own_nodes(s)
+            )
+        ):
+            self._add(unit, "not_taken", stmt, route)
+        self._block(unit, bad_branch, loops, found)
+        self._block(unit, good_branch, loops, bad)
+
+    def _clamped(self, unit: _Unit, stmt: ast.If, found: Flag) -> None:
+        """``if not isfinite(h).all(): h = clamp(h, -big, big)``: activations pushed back
+        into the finite range (fp16 overflow workarounds in a forward pass)."""
+        route, polarity = found
+        tested = _names(stmt.test)
+        for branch_stmt in stmt.body if polarity else stmt.orelse:
+            if not isinstance(branch_stmt, ast.Assign) or not isinstance(
+                branch_stmt.value, ast.Call
+            ):
+                continue
+            targets = {_key(t) for t in branch_stmt.targets}
+            if targets & tested and self._called(branch_stmt.value) in _CLAMPS:
+                self._add(unit, "clamp", branch_stmt, route)
+
+    # ---- reactions ----------------------------------------------------------------
+    def _react(
+        self,
+        unit: _Unit,
+        branch: list[ast.stmt],
+        found: Flag,
+        tested: set[str],
+        loops: int,
+        owner: ast.stmt | ast.ExceptHandler,
+    ) -> bool:
+        """Report the first reaction of a branch taken on a non-finite value. False when
+        the branch raises, hands the value back (a search), or does nothing to training."""
+        route = found[0]
+        outcome = self._branch(unit, branch, tested, loops, owner)
+        if outcome is None:
+            return False
+        kind, node = outcome
+        if kind == "go_on":
+            if route.scaling or unit.scaling:
+                return False  # the scaler's own bookkeeping: NZ406 flags the skip itself
+            if not unit.trains or (not loops and not unit.updates_after):
+                return False
+        self._add(unit, kind, node, route)
+        return True
+
+    def _branch(
+        self, unit: _Unit, branch: list[ast.stmt], tested: set[str], loops: int, owner: ast.AST
+    ) -> tuple[str, ast.AST] | None:
+        """(kind, statement) of the first reaction in ``branch``; None if it raises or
+        hands the values back; ("go_on", owner) if it only observes."""
+        for stmt in branch:
+            if isinstance(stmt, ast.Raise):
+                return None
+            if isinstance(stmt, ast.Assert) and _false(stmt.test):
+                return None
+            if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
+                called = self._called(stmt.value)
+                if called in vocab.RAISING_CALLS or (
+                    self.facts.defines_function(called) and self.facts.is_raising_helper(called)
+                ):
+                    return None
+                if (
+                    called in sources.ZEROING_CALLS
+                    or called in vocab.MASKED_FILL
+                    or (called in sources.FILL_CALLS and _zero_arg(stmt.value))
+                ):
+                    return "zero", stmt
+                helper = self.facts.helper_name(stmt.value.func)
+                if helper is not None and self._helper_zeroes(helper):
+                    return "zero", stmt
+            if isinstance(stmt, ast.Return):
+                return self._return_kind(unit, stmt, tested)
+            if isinstance(stmt, ast.Continue | ast.Break) and loops:
+                return "skip", stmt
+            if isinstance(stmt, ast.Pass) and len(branch) == 1 and (loops or unit.updates_after):
+                return "skip", stmt
+            if isinstance(stmt, ast.Assign | ast.AugAssign | ast.AnnAssign):
+                kind = self._assign_kind(unit, stmt, tested)
+                if kind:
+                    return kind, stmt
+            if isinstance(stmt, ast.If) and _strong(self.flag_of(unit, stmt.test)) is None:
+                outcomes = [
+                    self._branch(unit, sub, tested, loops, owner)
+                    for sub in (stmt.body, stmt.orelse)
+                ]
+                for outcome in outcomes:
+                    if outcome is not None and outcome[0] != "go_on":
+                        return outcome
+                if all(o is None for o in outcomes) and stmt.orelse:
+                    return None
+            if isinstance(stmt, ast.For | ast.While | ast.With):
+                outcome = self._branch(unit, stmt.body, tested, loops, owner)
+                if outcome is None:
+                    return None
+                if outcome[0] != "go_on":
+                    return outcome
+        if any(
+            isinstance(s, ast.Assign)
+            and isinstance(s.value, ast.Constant)
+            and isinstance(s.value.value, bool)
+            for s in branch
+        ):
+            return None  # a flag is set: the reaction to it comes later
+        return "go_on", owner
+
+    def _return_kind(
+        self, unit: _Unit, stmt: ast.Return, tested: set[str]
+    ) -> tuple[str, ast.AST] | None:
+        value = stmt.value
+        if value is None or (isinstance(value, ast.Constant) and value.value is None):
+            return "skip", stmt
+        if isinstance(value, ast.Constant):
+            return None  # ``return True``: a predicate, its caller decides
+        if any(line > stmt.lineno for line in unit.updates_after):
+            return "skip", stmt  # the optimizer step below is not taken
+        if self.flag_of(unit, value) is not None:
+            # handing the flag back: a skip only when the step it guards is not taken
+            later = [line for line in unit.updates_after if line > stmt.lineno]
+            return ("skip", stmt) if later else None
+        if isinstance(value, ast.Call):
+            return "skip", stmt
+        parameters = (
+            parameter_names(unit.node)
+            if isinstance(unit.node, ast.FunctionDef | ast.AsyncFunctionDef)
+            else set()
+        )
+        elements = value.elts if isinstance(value, ast.Tuple) else [value]
+        for element in elements:
+            names = _names(element)
+            if names & parameters or (
+                self.facts.is_signal(element, unit.scope) and not names <= tested
+            ):
+                return "skip", stmt  # the old state goes back
+        return None  # the tested values handed back: a search
+
+    def _assign_kind(
+        self, unit: _Unit, stmt: ast.Assign | ast.AugAssign | ast.AnnAssign, tested: set[str]
+    ) -> str | None:
+        targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+        value = stmt.value
+        for target in targets:
+            if isinstance(target, ast.Attribute) and target.attr == "grad" and _none(value):
+                return "zero"
+            if isinstance(value, ast.Call) and self._called(value) in sources.ZEROING_CALLS:
+                if self.facts.is_signal(target, unit.scope):
+                    return "zero"
+            key = _key(target)
+            if key is None:
+                continue
+            if isinstance(value, ast.Constant) and isinstance(value.value, bool):
+                continue  # a flag being set
+            if value is not None and self._sentinel(unit, value):
+                return "sentinel"  # a marker the overflow check reads (``norm = -1``)
+            if key in unit.env or self.flag_of(unit, value or target) is not None:
+                continue
+            base = key.removeprefix("self.")
+            if base in tested or (
+                vocab.is_signal_name(base.rsplit(".", 1)[-1]) and "loss" in base.lower()
+            ):
+                return "replace"
+        return None
+
+    def _add(self, unit: _Unit, kind: str, node: ast.AST, route: Route) -> None:
+        if self._collect:
+            return
+        where = getattr(unit.node, "lineno", 0)
+        if self.facts.only_observes(where) or self.facts.in_test(where):
+            return  # evaluation, metrics, plots and tests touch no training signal
+        line = getattr(node, "lineno", 1)
+        col = getattr(node, "col_offset", 0)
+        last = getattr(node, "end_lineno", line) or line
+        if isinstance(node, ast.If | ast.ExceptHandler | ast.For | ast.While):
+            last = line
+        key = (line, col, kind)
+        scaling = route.scaling or unit.scaling or kind in _FORCED_SCALING
+        if key not in self._reactions:
+            self._reactions[key] = Reaction(kind, line, col, line, last, route, scaling)
+
+    # ---- selections, dropped samples, inside one statement ------------------------
+    def _expressions(self, unit: _Unit, stmt: ast.stmt) -> None:
+        """Selects that keep old state and boolean indexing that drops samples, anywhere
+        in the statement's own expressions (nested blocks are read as statements)."""
+        extra: set[str] = set()
+        for node in _statement_expressions(stmt):
+            if isinstance(node, ast.Call):
+                called = self._called(node)
+                if called in _MAPPERS and node.args:
+                    if any(self._signal(unit, a, extra) for a in node.args[1:]):
+                        for arg in node.args[:1]:
+                            if isinstance(arg, ast.Lambda):
+                                extra |= parameter_names(arg)
+                self._select(unit, stmt, node, called, extra)
+                if called == "step" and isinstance(node.func, ast.Attribute):
+                    owner = dotted_name(node.func.value) or ""
+                    if "scaler" in vocab.name_words(owner.rsplit(".", 1)[-1]):
+                        route = Route(node.lineno, f"{owner}.step()", None, True)
+                        self._add(unit, "scaler_step", stmt, route)
+                if called in vocab.MASKED_FILL and len(node.args) >= 2:
+                    found = self.flag_of(unit, node.args[-2], extra)
+                    if found and self._sentinel(unit, node.args[-1]):
+                        self._add(unit, "sentinel", stmt, found[0])
+                if called in _REDUCTIONS:
+                    receiver = [node.func.value] if isinstance(node.func, ast.Attribute) else []
+                    for subject in [*receiver, *node.args[:1]]:
+                        self._drop(unit, stmt, subject, extra)
+            elif isinstance(node, ast.IfExp):
+                found = _strong(self.flag_of(unit, node.test, extra))
+                if found and not any(self._constant(b) for b in (node.body, node.orelse)):
+                    if self._signal(unit, node.body, extra) or self._signal(
+                        unit, node.orelse, extra
+                    ):
+                        self._keep(unit, stmt, found)
+
+    def _drop(self, unit: _Unit, stmt: ast.stmt, subject: ast.expr, extra: set[str]) -> None:
+        """``losses[isfinite(losses)].mean()``: the non-finite samples leave the mean."""
+        if not (isinstance(subject, ast.Subscript) and isinstance(subject.ctx, ast.Load)):
+            return
+        found = _strong(self.flag_of(unit, subject.slice, extra))
+        if found and not found[1] and self._signal(unit, subject.value, extra):
+            self._add(unit, "drop", stmt, found[0])
+
+    def _select(
+        self, unit: _Unit, stmt: ast.stmt, call: ast.Call, called: str, extra: set[str]
+    ) -> None:
+        args = list(call.args)
+        if (
+            called == "partial"
+            and len(args) >= 2
+            and (last_part(self.facts.qualified(args[0]) or "") in _SELECT_CALLS)
+        ):
+            found = self.flag_of(unit, args[1], extra)
+            if found:
+                self._keep(unit, stmt, found)
+            return
+        if called not in _SELECT_CALLS or len(args) < 2:
+            return
+        found = self.flag_of(unit, args[0], extra)
+        if not found:
+            return
+        branches = args[1:3]
+        if found[0].weak and not any(
+            self._signal(unit, b, extra) or _mentions_finfo(b) or self._sentinel(unit, b)
+            for b in branches
+        ):
+            return
+        if any(self._sentinel(unit, b) for b in branches):
+            self._add(unit, "sentinel", stmt, found[0])  # a marker the overflow check reads
+            return
+        if found[0].weak and any(_mentions_finfo(b) for b in branches):
+            self._add(unit, "clamp", stmt, found[0])  # ``where(isinf(h).any(), max - 1000, max)``
+            return
+        if called in ("cond", "switch") and any(self._recomputes(b) for b in branches):
+            return  # the non-finite branch computes the value again: nothing is kept
+        if called in ("cond", "switch") and any(self._zeroes(b) for b in branches):
+            self._add(unit, "zero", stmt, found[0])
+            return
+        if any(self._constant(b) for b in branches):
+            if found[0].weak:
+                return
+            if found[0].scaling or unit.scaling or _names(args[0]) & extra:
+                self._add(unit, "replace", stmt, found[0])
+            return  # a plain constant fill outside loss scaling is NZ103's concern
+        self._keep(unit, stmt, found)
+
+    def _keep(self, unit: _Unit, stmt: ast.stmt, found: Flag) -> None:
+        route = found[0]
+        if not (route.scaling or unit.scaling) and self._recorded(unit, route):
+            return
+        self._add(unit, "keep", stmt, route)
+
+    def _recorded(self, unit: _Unit, route: Route) -> bool:
+        """Is the flag kept for a raise: returned, stored, passed on (not just logged),
+        or raised on in this function?"""
+        if unit.node is self.facts.tree or not isinstance(unit.node, ast.AST):
+            return False
+        names = {route.flag} if route.flag else set()
+        if not names:
+            return False
+        for node in _own_nodes(unit.node):
+            if isinstance(node, ast.If | ast.Assert) and names & _names(node.test):
+                body = node.body if isinstance(node, ast.If) else []
+                if isinstance(node, ast.Assert) or any(isinstance(s, ast.Raise) for s in body):
+                    return True
+        return self.facts.records_names(unit.node, names, unit.scope)
+
+    def _recomputes(self, branch: ast.expr) -> bool:
+        """A cond branch that computes gradients anew (``jax.value_and_grad(f)(p)``)."""
+        return isinstance(branch, ast.Lambda) and any(
+            isinstance(n, ast.Call) and self._called(n) in vocab.GRAD_TRANSFORMS
+            for n in ast.walk(branch.body)
+        )
+
+    def _zeroes(self, branch: ast.expr) -> bool:
+        """A cond branch that returns zeros (a lambda or a same-file function)."""
+        bodies: list[ast.expr] = []
+        if isinstance(branch, ast.Lambda):
+            bodies.append(branch.body)
+        elif isinstance(branch, ast.Name):
+            for fn in self.facts.functions_named(branch.id):
+                bodies += [
+                    n.value
+                    for n in ast.walk(fn)
+                    if isinstance(n, ast.Return) and n.value is not None
+                ]
+        for body in bodies:
+            for node in ast.walk(body):
+                if isinstance(node, ast.Call) and self._called(node) == "zeros_like":
+                    return True
+                if isinstance(node, ast.Name | ast.Attribute) and (
+                    last_part(self.facts.qualified(node) or "") == "zeros_like"
+                ):
+                    return True
+        return False
+
+    def _helper_zeroes(self, name: str) -> bool:
+        """Does a same-file function clear the gradients (``zero_grad``, ``p.grad = None``)?"""
+        for fn in self.facts.functions_named(name):
+            for node in _own_nodes(fn):
+                if isinstance(node, ast.Call) and self._called(node) in ("zero_grad", "zero_"):
+                    return True
+                if (
+                    isinstance(node, ast.Assign)
+                    and any(isinstance(t, ast.Attribute) and t.attr == "grad" for t in node.targets)
+                    and _none(node.value)
+                ):
+                    return True
+        return False
+
+    def _sentinel(self, unit: _Unit, node: ast.expr) -> bool:
+        """A negative constant (``-1``), or a name bound to one (``torch.tensor(-1.0)``)."""
+        if _negative(node):
+            return True
+        if isinstance(node, ast.Name) and isinstance(unit.node, ast.FunctionDef):
+            for names, value in self.facts.bindings(unit.node):
+                if node.id in names and isinstance(value, ast.Call) and value.args:
+                    return _negative(value.args[0])
+        return False
+
+    def _constant(self, node: ast.expr) -> bool:
+        if isinstance(node, ast.UnaryOp):
+            node = node.operand
+        if isinstance(node, ast.Constant):
+            return isinstance(node.value, int | float) and not isinstance(node.value, bool)
+        if isinstance(node, ast.Attribute):
+            return node.attr in vocab.CONSTANT_NAMES
+        return isinstance(node, ast.Call) and self._called(node) in vocab.CONSTANT_FILLS
+
+    # ---- what an expression says about finiteness --------------------------------
+    def flag_of(self, unit: _Unit, expr: ast.expr, extra: set[str] | None = None) -> Flag | None:
+        extra = extra or set()
+        if isinstance(expr, ast.Name | ast.Attribute):
+            key = dotted_name(expr)
+            if key and key in unit.env:
+                return unit.env[key]
+            if isinstance(expr, ast.Attribute) and expr.attr in sources.BAD_FLAG_NAMES:
+                return Route(expr.lineno, _short(self.text, expr), None, True), True
+            if isinstance(expr, ast.Attribute) and expr.attr in ("any", "all"):
+                return self.flag_of(unit, expr.value, extra)
+            return None
+        if isinstance(expr, ast.UnaryOp) and isinstance(expr.op, ast.Not | ast.Invert):
+            found = self.flag_of(unit, expr.operand, extra)
+            return (found[0], not found[1]) if found else None
+        if isinstance(expr, ast.BoolOp) or (
+            isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.BitAnd | ast.BitOr)
+        ):
+            parts = expr.values if isinstance(expr, ast.BoolOp) else [expr.left, expr.right]
+            flags = [f for f in (self.flag_of(unit, part, extra) for part in parts) if f]
+            strong = [f for f in flags if not f[0].weak]
+            return (strong or flags or [None])[0]
+        if isinstance(expr, ast.Compare):
+            return self._compare(unit, expr, extra)
+        if isinstance(expr, ast.Call):
+            return self._call_flag(unit, expr, extra)
+        if isinstance(expr, ast.Subscript):
+            return self.flag_of(unit, expr.value, extra)
+        if isinstance(expr, ast.NamedExpr):
+            return self.flag_of(unit, expr.value, extra)
+        if isinstance(expr, ast.GeneratorExp | ast.ListComp):
+            return self.flag_of(unit, expr.elt, extra)
+        return None
+
+    def _compare(self, unit: _Unit, expr: ast.Compare, extra: set[str]) -> Flag | None:
+        left, op, right = expr.left, expr.ops[0], expr.comparators[0]
+        if len(expr.ops) != 1:
+            return None
+        if isinstance(op, ast.NotEq) and dotted_name(left) and ast.dump(left) == ast.dump(right):
+            if vocab.self_comparisons(source_segment(self.text, expr)) and self._signal(
+                unit, left, extra
+            ):
+                return self._route(expr, f"{_short(self.text, left)} != itself"), True
+            return None
+        for side, other in ((left, right), (right, left)):
+            if (
+                _is_inf(side)
+                and isinstance(op, ast.Eq | ast.NotEq | ast.Is)
+                and self._signal(unit, other, extra)
+            ):
+                return self._route(expr, f"{_short(self.text, other)} == inf"), isinstance(
+                    op, ast.Eq | ast.Is
+                )
+        found = self.flag_of(unit, left, extra)
+        if found and isinstance(right, ast.Constant):
+            truthy = bool(right.value)
+            if isinstance(op, ast.Eq | ast.Is):
+                return (found[0], found[1] == truthy)
+            if isinstance(op, ast.NotEq | ast.IsNot | ast.Gt):
+                return (found[0], found[1] != truthy) if not isinstance(op, ast.Gt) else found
+        return None
+
+    def _call_flag(self, unit: _Unit, call: ast.Call, extra: set[str]) -> Flag | None:
+        called = self._called(call)
+        if called in sources.PREDICATE_POLARITY:
+            subject = self.facts.predicate_subject(call)
+            if subject is None:
+                return None
+            origin = f"{called}({_short(self.text, subject)})"
+            route = self._route(call, origin)
+            if not self._signal(unit, subject, extra):
+                route = dataclasses.replace(route, weak=True)
+            return route, sources.PREDICATE_POLARITY[called]
+        if called in sources.OVERFLOW_HELPERS:
+            return Route(call.lineno, f"{called}()", None, True), True
+        if called in sources.FINITE_HELPERS and isinstance(call.func, ast.Attribute):
+            return Route(call.lineno, f"{called}()", None, True), False
+        helper = self.facts.helper_name(call.func)
+        if helper is not None:
+            returned = self._helper_returns(helper).get(None)
+            if returned and (
+                returned[0].scaling
+                or any(self._signal(unit, a, extra) for a in call.args)
+                or not call.args
+            ):
+                return Route(call.lineno, f"{helper}()", None, returned[0].scaling), returned[1]
+        if called in _MAPPERS and len(call.args) >= 2:  # tree map of a test over signal
+            mapped, trees = call.args[0], call.args[1:]
+            if any(self._signal(unit, tree, extra) for tree in trees):
+                if isinstance(mapped, ast.Lambda):
+                    return self.flag_of(unit, mapped.body, extra | parameter_names(mapped))
+                name = last_part(self.facts.qualified(mapped) or "")
+                if name in sources.PREDICATE_POLARITY:
+                    origin = f"{name}({_short(self.text, trees[0])})"
+                    return self._route(call, origin), sources.PREDICATE_POLARITY[name]
+        if called == "logical_not" and call.args:
+            found = self.flag_of(unit, call.args[0], extra)
+            return (found[0], not found[1]) if found else None
+        if called in sources.FLAG_REDUCTIONS or called in vocab.PREDICATES:
+            receiver = [call.func.value] if isinstance(call.func, ast.Attribute) else []
+            for arg in [*receiver, *call.args, *(k.value for k in call.keywords)]:
+                found = self.flag_of(unit, arg, extra)
+                if found:
+                    return found
+        return None
+
+    def _route(self, node: ast.expr, origin: str) -> Route:
+        return Route(node.lineno, origin, None, False)
+
+    def _helper_returns(self, name: str) -> dict[int | None, Flag]:
+        """What a same-file function returns as flags (by tuple position, None: whole),
+        reading its parameters as training signal."""
+        if name in self._helper_memo:
+            return self._helper_memo[name]
+        self._helper_memo[name] = {}
+        found: dict[int | None, Flag] = {}
+        collecting, self._collect = self._collect, True
+        try:
+            for fn in self.facts.functions_named(name):
+                scope = self.facts.scope(fn.lineno)
+                scope = Scope(scope.signal | parameter_names(fn), scope.grad_functions, scope.flags)
+                segment = source_segment(self.text, fn)  # type: ignore[arg-type]
+                unit = _Unit(
+                    fn, scope, {}, bool(vocab.word_offsets(segment, sources.SCALING_WORDS))
+                )
+                self._block(unit, fn.body, 0, None)
+                found.update(unit.returns)
+        finally:
+            self._collect = collecting
+        self._helper_memo[name] = found
+        return found
+
+    def _signal(self, unit: _Unit, expr: ast.expr, extra: set[str]) -> bool:
+        if extra and _names(expr) & extra:
+            return True
+        return self.facts.is_signal(expr, unit.scope)
+
+    def _called(self, call: ast.Call) -> str:
+        return last_part(self.facts.qualified(call.func) or getattr(call.func, "attr", None))
+
+
+# ---- small syntactic helpers --------------------------------------------------------
+_TRAINING_WORDS = frozenset({"train", "step", "backward", "fit", "update", "updates", "optimizer"})
+_REDUCTIONS = frozenset({"mean", "sum", "nanmean", "nansum", "reduce_mean", "reduce_sum"})
+
+
+def _strong(found: Flag | None) -> Flag | None:
+    """A flag about training signal (a test of an unknown value is weak)."""
+    return found if found is not None and not found[0].weak else None
+
+
+def _mentions_finfo(node: ast.expr) -> bool:
+    """``torch.finfo(h.dtype).max - 1000``: a bound of the floating-point range."""
+    return any(
+        isinstance(n, ast.Call) and getattr(n.func, "attr", getattr(n.func, "id", "")) == "finfo"
+        for n in ast.walk(node)
+    )
+
+
+def _negative(node: ast.expr) -> bool:
+    return (
+        isinstance(node, ast.UnaryOp)
+        and isinstance(node.op, ast.USub)
+        and isinstance(node.operand, ast.Constant)
+        and isinstance(node.operand.value, int | float)
+    )
+
+
+# Words without which no function holds a finiteness fact of its own.
+_SOURCE_WORDS = frozenset(vocab.PREDICATES | vocab.FLOW_WORDS)
+
+
+def _child_statements(node: ast.AST):
+    for name in ("body", "orelse", "finalbody", "handlers", "cases"):
+        for child in getattr(node, name, ()):
+            if isinstance(child, ast.excepthandler | ast.match_case):
+                yield child
+            elif isinstance(child, ast.stmt):
+                yield child
+
+
+def _statements(tree: ast.AST):
+    """Every statement of the file, classes' and functions' included."""
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        for child in _child_statements(node):
+            yield child
+            stack.append(child)
+
+
+def _key(target: ast.expr) -> str | None:
+    dotted = dotted_name(target)
+    if dotted and (dotted.count(".") == 0 or dotted.startswith("self.")):
+        return dotted
+    return None
+
+
+def _scaling_name(key: str) -> bool:
+    words = vocab.name_words(key.rsplit(".", 1)[-1])
+    return "overflow" in words or key.endswith(("found_inf", "is_fin"))
+
+
+def _named_flag(key: str | None, line: int, called: str) -> Flag | None:
+    if not key:
+        return None
+    base = key.rsplit(".", 1)[-1]
+    if base in sources.BAD_FLAG_NAMES:
+        return Route(line, f"{called}()", base, True), True
+    if base in sources.GOOD_FLAG_NAMES:
+        return Route(line, f"{called}()", base, True), False
+    return None
+
+
+def _names(node: ast.AST) -> set[str]:
+    found = set()
+    for child in ast.walk(node):
+        if isinstance(child, ast.Name):
+            found.add(child.id)
+        elif isinstance(child, ast.Attribute):
+            dotted = dotted_name(child)
+            if dotted:
+                found.add(dotted.removeprefix("self."))
+    return found
+
+
+def _is_inf(node: ast.expr) -> bool:
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        node = node.operand
+    if isinstance(node, ast.Attribute):
+        return node.attr in ("inf", "Inf")
+    if isinstance(node, ast.Name):
+        return node.id == "inf"
+    return (
+        isinstance(node, ast.Call)
+        and dotted_name(node.func) == "float"
+        and len(node.args) == 1
+        and isinstance(node.args[0], ast.Constant)
+        and str(node.args[0].value).lower().lstrip("+-") in ("inf", "infinity")
+    )
+
+
+def _false(node: ast.expr) -> bool:
+    return isinstance(node, ast.Constant) and not node.value
+
+
+def _none(node: ast.expr | None) -> bool:
+    return isinstance(node, ast.Constant) and node.value is None
+
+
+def _zero_arg(call: ast.Call) -> bool:
+    return bool(call.args) and isinstance(call.args[0], ast.Constant) and call.args[0].value == 0
+
+
+def _short(text: str, node: ast.expr) -> str:
+    segment = " ".join(source_segment(text, node).split())
+    return segment if len(segment) <= 40 else segment[:37] + "..."
+
+
+def _caught(handler: ast.ExceptHandler, facts: FileFacts) -> set[str]:
+    if handler.type is None:
+        return set()
+    types = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
+    return {last_part(facts.qualified(t) or "") for t in types}
+
+
+def _own_nodes(root: ast.AST):
+    """Every node under ``root`` without entering nested functions or classes."""
+    stack = list(ast.iter_child_nodes(root))
+    while stack:
+        node = stack.pop()
+        yield node
+        if not isinstance(node, _DEFS):
+            stack.extend(ast.iter_child_nodes(node))
+
+
+def _statement_expressions(stmt: ast.stmt):
+    """The expressions a statement holds itself (not those of its nested blocks),
+    lambdas included, outermost first."""
+    roots: list[ast.AST] = []
+    for name, value in ast.iter_fields(stmt):
+        if name in ("body", "orelse", "finalbody", "handlers", "cases", "decorator_list"):
+            continue
+        if isinstance(value, ast.AST):
+            roots.append(value)
+        elif isinstance(value, list):
+            roots.extend(v for v in value if isinstance(v, ast.AST))
+    stack = list(reversed(roots))
+    while stack:
+        node = stack.pop()
+        if isinstance(node, _DEFS):
+            continue
+        yield node
+        stack.extend(reversed(list(ast.iter_child_nodes(node))))

@@ -1,0 +1,824 @@
+"""A corpus of training-code shapes in the styles of torch, JAX/flax/optax, TF/Keras,
+Lightning, Hugging Face and DeepSpeed code: each case names the findings (line, code) it
+must produce, with and without the pre-filters. An empty list is a VALID case.
+
+Cases are small programs written for this suite; the shapes are those that real training
+code uses (a flag set in one place and reacted to in another, helpers that return tuples,
+library finiteness helpers, tree maps, tests and evaluation code that touch nothing).
+"""
+
+from __future__ import annotations
+
+import itertools
+import textwrap
+from dataclasses import dataclass
+
+import pytest
+
+from nozero.lint.catalog import ALL_CODES
+from nozero.lint.engine import lint_source
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    source: str
+    expected: tuple[tuple[int, str], ...] = ()
+    every_rule: bool = False  # run with every rule on (opt-in rules included)
+
+
+def case(name: str, source: str, *expected: tuple[int, str], every_rule: bool = False) -> Case:
+    return Case(name, textwrap.dedent(source), tuple(expected), every_rule)
+
+
+HAND_WRITTEN = [
+    # ---- torch: the decision goes through a flag ------------------------------------
+    case(
+        "torch flag then continue",
+        """\
+        import torch
+        for step, batch in enumerate(loader):
+            loss = model(batch).mean()
+            loss.backward()
+            bad = not torch.isfinite(loss)
+            optimizer.step() if not bad else None
+            if bad:
+                optimizer.zero_grad()
+                continue
+        """,
+        (8, "NZ201"),
+    ),
+    case(
+        "torch flag from a same-file helper, tuple return",
+        """\
+        import torch
+        def grads_ok(model):
+            norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+            return norm, bool(torch.isfinite(norm))
+        def train(model, loader, optimizer):
+            for batch in loader:
+                model(batch).backward()
+                norm, ok = grads_ok(model)
+                if not ok:
+                    optimizer.zero_grad()
+                    continue
+                optimizer.step()
+        """,
+        (10, "NZ201"),
+    ),
+    case(
+        "torch flag reduced across ranks with .item()",
+        """\
+        import torch
+        import torch.distributed as dist
+        def step(self):
+            found = torch.isnan(self.grad_norm).float()
+            dist.all_reduce(found)
+            if found.item() > 0:
+                return
+            self.optimizer.step()
+        """,
+        (7, "NZ201"),
+    ),
+    case(
+        "torch step only taken when finite",
+        """\
+        import torch
+        for batch in loader:
+            loss = model(batch)
+            loss.backward()
+            if torch.isfinite(loss):
+                optimizer.step()
+            optimizer.zero_grad()
+        """,
+        (5, "NZ201"),
+    ),
+    case(
+        "torch gradients set to None on NaN",
+        """\
+        import torch
+        def on_after_backward(model):
+            for p in model.parameters():
+                if p.grad is not None and torch.isnan(p.grad).any():
+                    p.grad = None
+        """,
+        (5, "NZ201"),
+    ),
+    case(
+        "torch gradients zeroed in place",
+        """\
+        import torch
+        for p in model.parameters():
+            if torch.isinf(p.grad).any():
+                p.grad.zero_()
+        """,
+        (4, "NZ201"),
+    ),
+    case(
+        "torch gradients filled with zero",
+        """\
+        import torch
+        for p in params:
+            if not torch.isfinite(p.grad).all():
+                p.grad.fill_(0)
+        """,
+        (4, "NZ201"),
+    ),
+    case(
+        "one branch raises, the other goes on",
+        """\
+        import torch
+        def train_step(self, sample, retry):
+            norm = self.clip_grad_norm(self.max_norm)
+            skip = False
+            if not torch.isfinite(norm).all():
+                if retry:
+                    skip = True
+                else:
+                    raise FloatingPointError("gradients are not finite")
+            if skip:
+                self.zero_grad()
+                return None
+            self.optimizer.step()
+        """,
+        (11, "NZ201"),
+    ),
+    case(
+        "the raise alone is no finding",
+        """\
+        import torch
+        def train_step(self, sample):
+            norm = self.clip_grad_norm(self.max_norm)
+            if not torch.isfinite(norm).all():
+                raise FloatingPointError("gradients are not finite")
+            self.optimizer.step()
+        """,
+    ),
+    case(
+        "self comparison of the loss",
+        """\
+        for batch in loader:
+            loss = criterion(model(batch), batch.y)
+            if loss != loss:
+                continue
+            loss.backward()
+        """,
+        (4, "NZ201"),
+    ),
+    case(
+        "equality with inf",
+        """\
+        for batch in loader:
+            loss = criterion(model(batch), batch.y)
+            if loss.item() == float("inf"):
+                continue
+            loss.backward()
+        """,
+        (4, "NZ201"),
+    ),
+    case(
+        "returning the checked name with the old state",
+        """\
+        import jax.numpy as jnp
+        def train_step(params, opt_state, batch):
+            loss, grads = grad_fn(params, batch)
+            if jnp.isnan(loss):
+                return params, opt_state, loss
+            return apply(params, opt_state, grads)
+        """,
+        (5, "NZ201"),
+    ),
+    case(
+        "per-sample losses dropped before the mean",
+        """\
+        import torch
+        def compute_loss(logits, targets):
+            per_sample_loss = torch.nn.functional.cross_entropy(logits, targets, reduction="none")
+            keep = torch.isfinite(per_sample_loss)
+            return per_sample_loss[keep].mean()
+        """,
+        (5, "NZ107"),
+    ),
+    case(
+        "input rows dropped while loading is fine",
+        """\
+        import numpy as np
+        def load(table):
+            features = np.asarray(table)
+            return features[np.isfinite(features).all(axis=1)]
+        """,
+    ),
+    case(
+        "masked_fill of the loss",
+        """\
+        import torch
+        loss = loss.masked_fill(torch.isnan(loss), 0.0)
+        """,
+        (2, "NZ104"),
+    ),
+    # ---- JAX / optax / flax ---------------------------------------------------------
+    case(
+        "tree map with a lambda replaces NaN updates",
+        """\
+        import jax
+        import jax.numpy as jnp
+        def update_fn(updates, state, params=None):
+            updates = jax.tree.map(lambda u: jnp.where(jnp.isnan(u), jnp.zeros_like(u), u), updates)
+            return updates, state
+        """,
+        (4, "NZ106"),
+    ),
+    case(
+        "lax.cond rejects the update with zeros",
+        """\
+        import jax
+        import jax.numpy as jnp
+        from jax import lax
+        def update(updates, state):
+            leaves = jax.tree.leaves(updates)
+            finite = jnp.all(jnp.array([jnp.all(jnp.isfinite(u)) for u in leaves]))
+            def reject(_):
+                return jax.tree.map(jnp.zeros_like, updates), state
+            def accept(_):
+                return inner(updates, state)
+            return lax.cond(finite, accept, reject, None)
+        """,
+        (11, "NZ201"),
+    ),
+    case(
+        "skip predicate for gradient accumulation",
+        """\
+        import jax
+        import jax.numpy as jnp
+        def skip_bad_updates(updates, step, params):
+            counts = [jnp.sum(~jnp.isfinite(u)) for u in jax.tree.leaves(updates)]
+            bad = jnp.sum(jnp.array(counts))
+            should_skip = bad > 0
+            return should_skip, {"bad": bad}
+        """,
+        (6, "NZ201"),
+    ),
+    case(
+        "old params kept by where, flag only logged",
+        """\
+        import logging
+        import jax
+        import jax.numpy as jnp
+        def step(params, new_params, loss):
+            ok = jnp.isfinite(loss)
+            logging.info("finite=%s", ok)
+            return jax.tree.map(lambda n, o: jnp.where(ok, n, o), new_params, params)
+        """,
+        (7, "NZ410"),
+    ),
+    case(
+        "old params kept, flag returned for the host",
+        """\
+        import jax
+        import jax.numpy as jnp
+        def step(params, new_params, loss):
+            ok = jnp.isfinite(loss)
+            params = jax.tree.map(lambda n, o: jnp.where(ok, n, o), new_params, params)
+            return params, ok
+        """,
+    ),
+    case(
+        "train_and_evaluate no longer hides the switch",
+        """\
+        import optax
+        def train_and_evaluate(config, workdir):
+            tx = optax.apply_if_finite(optax.adam(config.lr), max_consecutive_errors=5)
+            return tx
+        """,
+        (3, "NZ401"),
+    ),
+    case(
+        "train_and_evaluate no longer hides nan_to_num of grads",
+        """\
+        import jax
+        import jax.numpy as jnp
+        def train_and_evaluate(params, batch):
+            grads = jax.grad(loss_fn)(params, batch)
+            grads = jnp.nan_to_num(grads)
+            return grads
+        """,
+        (5, "NZ101"),
+    ),
+    case(
+        "re-export of a switch enables nothing",
+        """\
+        from optax import transforms
+        zero_nans = transforms.zero_nans
+        apply_if_finite = transforms.apply_if_finite
+        """,
+    ),
+    case(
+        "a test exercising the switch",
+        """\
+        import optax
+        def test_apply_if_finite_skips_nan():
+            tx = optax.apply_if_finite(optax.sgd(1.0), 2)
+            assert tx is not None
+        """,
+    ),
+    case(
+        "a TestCase exercising zero_nans",
+        """\
+        import unittest
+        import optax
+        class ZeroNansTest(unittest.TestCase):
+            def test_zeroes(self):
+                tx = optax.zero_nans()
+                self.assertIsNotNone(tx)
+        """,
+    ),
+    case(
+        "nan_to_num making Inf more visible",
+        """\
+        import jax.numpy as jnp
+        grads = jnp.nan_to_num(grads, nan=jnp.nan, posinf=jnp.nan, neginf=jnp.nan)
+        """,
+    ),
+    case(
+        "nan_to_num guarding the 0/0 of a clip factor",
+        """\
+        import jax.numpy as jnp
+        def clip(grads, norms, max_norm):
+            factor = jnp.nan_to_num(jnp.minimum(max_norm / norms, 1.0), nan=1.0)
+            return grads * factor
+        """,
+    ),
+    case(
+        "finiteness test of a setting",
+        """\
+        import math
+        def configure(self, max_grad_norm):
+            if not math.isfinite(max_grad_norm):
+                return None
+            return max_grad_norm
+        """,
+    ),
+    case(
+        "flax DynamicScale select, with every rule on",
+        """\
+        import functools
+        import jax
+        import jax.numpy as jnp
+        def train_step(state, batch):
+            grad_fn = state.dynamic_scale.value_and_grad(loss_fn, has_aux=True)
+            dynamic_scale, is_fin, aux, grads = grad_fn(state.params)
+            new_state = state.apply_gradients(grads=grads)
+            keep = functools.partial(jnp.where, is_fin)
+            params = jax.tree.map(keep, new_state.params, state.params)
+            return new_state.replace(params=params, dynamic_scale=dynamic_scale)
+        """,
+        (8, "NZ406"),
+        every_rule=True,
+    ),
+    case(
+        "flax DynamicScale select, default rules",
+        """\
+        import functools
+        import jax
+        import jax.numpy as jnp
+        def train_step(state, batch):
+            grad_fn = state.dynamic_scale.value_and_grad(loss_fn, has_aux=True)
+            dynamic_scale, is_fin, aux, grads = grad_fn(state.params)
+            new_state = state.apply_gradients(grads=grads)
+            keep = functools.partial(jnp.where, is_fin)
+            params = jax.tree.map(keep, new_state.params, state.params)
+            return new_state.replace(params=params, dynamic_scale=dynamic_scale)
+        """,
+    ),
+    # ---- TF / Keras -----------------------------------------------------------------
+    case(
+        "keras train_step returns early",
+        """\
+        import tensorflow as tf
+        class Model(tf.keras.Model):
+            def train_step(self, data):
+                x, y = data
+                with tf.GradientTape() as tape:
+                    loss = self.compiled_loss(y, self(x, training=True))
+                if tf.math.is_nan(loss):
+                    return {"loss": loss}
+                grads = tape.gradient(loss, self.trainable_variables)
+                self.optimizer.apply_gradients(zip(grads, self.trainable_variables))
+                return {"loss": loss}
+        """,
+        (8, "NZ201"),
+    ),
+    case(
+        "tf.cond keeps the old variables",
+        """\
+        import tensorflow as tf
+        def apply(grads, variables, optimizer):
+            ok = tf.reduce_all([tf.reduce_all(tf.math.is_finite(g)) for g in grads])
+            return tf.cond(ok, lambda: optimizer.apply_gradients(zip(grads, variables)), tf.no_op)
+        """,
+        (4, "NZ410"),
+    ),
+    case(
+        "tf.where zeroes NaN gradients",
+        """\
+        import tensorflow as tf
+        grads = [tf.where(tf.math.is_nan(g), tf.zeros_like(g), g) for g in grads]
+        """,
+        (2, "NZ103"),
+    ),
+    case(
+        "tf.debugging.check_numerics raises",
+        """\
+        import tensorflow as tf
+        loss = tf.debugging.check_numerics(loss, "loss")
+        """,
+    ),
+    case(
+        "keras LossScaleOptimizer finiteness check, every rule on",
+        """\
+        import tensorflow as tf
+        class Scaled:
+            def apply_gradients(self, grads, variables):
+                finite = self.check_finite(grads)
+                return tf.cond(finite, lambda: self.inner.apply(grads, variables), lambda: None)
+        """,
+        (5, "NZ406"),
+        every_rule=True,
+    ),
+    # ---- Lightning ------------------------------------------------------------------
+    case(
+        "lightning hook clears non-finite gradients",
+        """\
+        import torch
+        import lightning as L
+        class Module(L.LightningModule):
+            def on_before_optimizer_step(self, optimizer):
+                norms = [p.grad.norm() for p in self.parameters() if p.grad is not None]
+                if not torch.isfinite(torch.stack(norms)).all():
+                    optimizer.zero_grad()
+        """,
+        (7, "NZ201"),
+    ),
+    case(
+        "lightning training_step returning None on NaN",
+        """\
+        import torch
+        import lightning as L
+        class Module(L.LightningModule):
+            def training_step(self, batch, batch_idx):
+                loss = self.loss_fn(self(batch))
+                if torch.isnan(loss):
+                    return None
+                return loss
+        """,
+        (7, "NZ201"),
+    ),
+    case(
+        "lightning validation only observes",
+        """\
+        import torch
+        import lightning as L
+        class Module(L.LightningModule):
+            def validation_step(self, batch, batch_idx):
+                self.eval()
+                with torch.no_grad():
+                    val_loss = self.loss_fn(self(batch))
+                if torch.isnan(val_loss):
+                    return None
+                self.log("val_loss", val_loss)
+        """,
+    ),
+    # ---- Hugging Face ---------------------------------------------------------------
+    case(
+        "nan_inf_filter style running-average substitution",
+        """\
+        import torch
+        def inner_loop(self, args, tr_loss, tr_loss_step):
+            bad = torch.isnan(tr_loss_step) or torch.isinf(tr_loss_step)
+            if args.logging_nan_inf_filter and bad:
+                tr_loss = tr_loss + tr_loss / (1 + self.state.global_step)
+            else:
+                tr_loss = tr_loss + tr_loss_step
+            return tr_loss
+        """,
+        (5, "NZ106"),
+    ),
+    case(
+        "nan filter switch on by default in a config class",
+        """\
+        from dataclasses import dataclass, field
+        @dataclass
+        class Arguments:
+            logging_nan_inf_filter: bool = field(default=True)
+        """,
+        (4, "NZ405"),
+    ),
+    case(
+        "nan filter switch off by default",
+        """\
+        from dataclasses import dataclass, field
+        @dataclass
+        class Arguments:
+            logging_nan_inf_filter: bool = field(default=False)
+        """,
+    ),
+    case(
+        "CTC zero_infinity, every rule on",
+        """\
+        import torch
+        criterion = torch.nn.CTCLoss(blank=0, zero_infinity=True)
+        """,
+        (2, "NZ407"),
+        every_rule=True,
+    ),
+    case(
+        "CTC zero_infinity, default rules",
+        """\
+        import torch
+        criterion = torch.nn.CTCLoss(blank=0, zero_infinity=True)
+        """,
+    ),
+    case(
+        "evaluation loop replacing NaN metrics",
+        """\
+        import torch
+        def evaluate(model, loader):
+            model.eval()
+            scores = []
+            with torch.no_grad():
+                for batch in loader:
+                    loss = model(batch).loss
+                    if torch.isnan(loss):
+                        continue
+                    scores.append(loss.item())
+            return sum(scores) / len(scores)
+        """,
+    ),
+    # ---- DeepSpeed / fairseq fp16 ---------------------------------------------------
+    case(
+        "deepspeed-style overflow skip, every rule on",
+        """\
+        class FP16Optimizer:
+            def step(self):
+                self.overflow = self.overflow_checker.check_using_norm(self.norm_groups())
+                if self.overflow:
+                    self._update_scale(True)
+                    return self.overflow
+                self.optimizer.step()
+                return self.overflow
+        """,
+        (6, "NZ406"),
+        every_rule=True,
+    ),
+    case(
+        "deepspeed-style overflow skip, default rules",
+        """\
+        class FP16Optimizer:
+            def step(self):
+                self.overflow = self.overflow_checker.check_using_norm(self.norm_groups())
+                if self.overflow:
+                    self._update_scale(True)
+                    return self.overflow
+                self.optimizer.step()
+                return self.overflow
+        """,
+    ),
+    case(
+        "overflow flag set in another method of the class",
+        """\
+        class ZeroOptimizer:
+            def check_overflow(self):
+                self.overflow = self.has_overflow(self.partitions)
+
+            def step(self):
+                self.check_overflow()
+                self._update_scale(self.overflow)
+                if self.overflow:
+                    self.zero_grad(set_to_none=True)
+                    return
+                self.optimizer.step()
+        """,
+        (9, "NZ406"),
+        every_rule=True,
+    ),
+    case(
+        "fairseq-style OverflowError handler, every rule on",
+        """\
+        def train_step(self, samples):
+            try:
+                grad_norm = self.clip_grad_norm(self.cfg.clip_norm)
+                self.optimizer.step()
+            except OverflowError:
+                self.zero_grad()
+        """,
+        (6, "NZ406"),
+        every_rule=True,
+    ),
+    case(
+        "grad scaler used as documented",
+        """\
+        import torch
+        scaler = torch.cuda.amp.GradScaler()
+        for batch in loader:
+            with torch.autocast("cuda"):
+                loss = model(batch)
+            scaler.scale(loss).backward()
+            scaler.step(optimizer)
+            scaler.update()
+        """,
+    ),
+    case(
+        "found_inf from unscaling skips the step, every rule on",
+        """\
+        import torch
+        def step(self, optimizer):
+            found_inf = self._unscale_grads(optimizer)
+            if found_inf.item():
+                return None
+            optimizer.step()
+        """,
+        (5, "NZ406"),
+        every_rule=True,
+    ),
+    case(
+        "NaN detector hooks only observe",
+        """\
+        import torch
+        class NanDetector:
+            def __exit__(self, *exc):
+                for name, param in self.named_parameters:
+                    norm = torch.norm(param.grad)
+                    if torch.isnan(norm).any():
+                        self.bad[name] = norm.item()
+                if self.bad:
+                    print("non-finite gradient norms", self.bad)
+        """,
+    ),
+    case(
+        "grad norm sentinel for the caller",
+        """\
+        import torch
+        def get_grad_norm(params):
+            total_norm = sum(p.grad.norm() ** 2 for p in params) ** 0.5
+            if total_norm == float("inf") or total_norm != total_norm:
+                total_norm = -1
+            return total_norm
+        """,
+    ),
+]
+
+# ---- the same reactions behind every finiteness test ---------------------------------
+TESTS = {
+    "torch.isnan": "torch.isnan(loss)",
+    "torch.isinf": "torch.isinf(loss)",
+    "not isfinite": "not torch.isfinite(loss)",
+    "math.isnan item": "math.isnan(loss.item())",
+    "self comparison": "loss != loss",
+    "equals inf": "loss == float('inf')",
+    "any isnan of grads": "any(torch.isnan(p.grad).any() for p in model.parameters())",
+}
+REACTIONS = {
+    "continue": ("continue", "NZ201"),
+    "break": ("break", "NZ201"),
+    "zero_grad": ("optimizer.zero_grad()", "NZ201"),
+    "pass": ("pass", "NZ201"),
+    "log only": ("logger.warning('non-finite loss')", "NZ202"),
+    "replace": ("loss = torch.zeros_like(loss)", "NZ201"),
+}
+SAFE = {
+    "raise": "raise FloatingPointError('non-finite loss')",
+    "check_finite": "check_finite(loss=loss, grad_norm=0.0, step=step)",
+    "exit": "sys.exit(3)",
+}
+
+
+def _loop(test: str, body: str) -> str:
+    return (
+        "import math\nimport sys\nimport torch\nfrom nozero import check_finite\n"
+        "for step, batch in enumerate(loader):\n"
+        "    loss = model(batch)\n"
+        f"    if {test}:\n"
+        f"        {body}\n"
+        "    loss.backward()\n"
+        "    optimizer.step()\n"
+    )
+
+
+GENERATED = [
+    Case(
+        f"{test_name} then {reaction_name}",
+        _loop(test, body),
+        ((7 if code == "NZ202" else 8, code),),
+    )
+    for (test_name, test), (reaction_name, (body, code)) in itertools.product(
+        TESTS.items(), REACTIONS.items()
+    )
+] + [
+    Case(f"{test_name} then {safe_name}", _loop(test, body))
+    for (test_name, test), (safe_name, body) in itertools.product(TESTS.items(), SAFE.items())
+]
+
+# The same predicate shapes on input data, metrics and plots: nothing to report.
+NOT_SIGNAL = {
+    "features": "np.isnan(features).any()",
+    "labels": "np.isinf(labels).any()",
+    "val_loss": "math.isnan(val_loss)",
+    "accuracy": "not math.isfinite(accuracy)",
+}
+for (value_name, test), reaction_name in itertools.product(
+    NOT_SIGNAL.items(), ("continue", "replace", "log only")
+):
+    body = {"continue": "continue", "replace": "features = 0.0", "log only": "print('bad')"}
+    GENERATED.append(
+        Case(
+            f"{value_name} then {reaction_name}",
+            "import math\nimport numpy as np\nfor features, labels, val_loss, accuracy in rows:\n"
+            f"    if {test}:\n        {body[reaction_name]}\n",
+        )
+    )
+
+# Device-side selects between new and old state (JAX), by every finiteness source.
+FLAGS = {
+    "isfinite of the loss": "jnp.isfinite(loss)",
+    "all isfinite of the grad norm": "jnp.all(jnp.isfinite(optax.global_norm(grads)))",
+    "not isnan of the loss": "~jnp.isnan(loss)",
+    "tree_all over grads": (
+        "optax.tree.all(jax.tree.map(lambda g: jnp.all(jnp.isfinite(g)), grads))"
+    ),
+}
+SELECTS = {
+    "where in a tree map": "jax.tree.map(lambda n, o: jnp.where(ok, n, o), new_params, params)",
+    "lax.select in a tree map": (
+        "jax.tree.map(lambda n, o: lax.select(ok, n, o), new_params, params)"
+    ),
+    "partial where": "jax.tree.map(functools.partial(jnp.where, ok), new_params, params)",
+}
+
+
+def _select_step(flag: str, select: str, recorded: bool) -> str:
+    back = "params, ok" if recorded else "params"
+    return (
+        "import functools\nimport jax\nimport jax.numpy as jnp\nimport optax\nfrom jax import lax\n"
+        "def train_step(params, opt_state, batch):\n"
+        "    loss, grads = jax.value_and_grad(loss_fn)(params, batch)\n"
+        "    new_params = optax.apply_updates(params, grads)\n"
+        f"    ok = {flag}\n"
+        f"    params = {select}\n"
+        f"    return {back}\n"
+    )
+
+
+for (flag_name, flag), (select_name, select) in itertools.product(FLAGS.items(), SELECTS.items()):
+    GENERATED.append(
+        Case(f"{select_name} on {flag_name}", _select_step(flag, select, False), ((10, "NZ410"),))
+    )
+    GENERATED.append(
+        Case(f"{select_name} on {flag_name}, flag returned", _select_step(flag, select, True))
+    )
+
+# fp16 loss-scaling shapes: the opt-in rule reports them, the default rules do not.
+SCALER_SOURCES = {
+    "has_overflow": "self.overflow = self.checker.has_overflow(self.params)",
+    "check_using_norm": "self.overflow = self.checker.check_using_norm(self.norms)",
+    "found_inf": "found_inf = self.scaler.unscale_grads(self.optimizer)",
+}
+SCALER_REACTIONS = {"return": "return", "zero_grad": "self.zero_grad()"}
+
+
+def _scaler_step(source: str, reaction: str) -> str:
+    flag = "self.overflow" if "overflow" in source else "found_inf"
+    return (
+        "class Optimizer:\n"
+        "    def step(self):\n"
+        f"        {source}\n"
+        f"        if {flag}:\n"
+        f"            {reaction}\n"
+        "        self.optimizer.step()\n"
+    )
+
+
+for (source_name, source), (reaction_name, reaction) in itertools.product(
+    SCALER_SOURCES.items(), SCALER_REACTIONS.items()
+):
+    program = _scaler_step(source, reaction)
+    GENERATED.append(
+        Case(f"{source_name} then {reaction_name}, every rule", program, ((5, "NZ406"),), True)
+    )
+    GENERATED.append(Case(f"{source_name} then {reaction_name}, default rules", program))
+
+CASES = HAND_WRITTEN + GENERATED
+
+
+def test_the_corpus_is_large_and_covers_both_kinds():
+    assert len(CASES) >= 150
+    assert sum(1 for c in CASES if c.expected) >= 60
+    assert sum(1 for c in CASES if not c.expected) >= 60
+    assert len({c.name for c in CASES}) == len(CASES)
+
+
+@pytest.mark.parametrize("shortcuts", [True, False], ids=["shortcuts", "no-shortcuts"])
+@pytest.mark.parametrize("item", CASES, ids=lambda c: c.name)
+def test_corpus_case(item: Case, shortcuts: bool):
+    select = ALL_CODES if item.every_rule else None
+    findings = lint_source(item.source, "train.py", select=select, shortcuts=shortcuts)
+    assert [(f.line, f.code) for f in findings] == list(item.expected), (item.source, findings)
