@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -18,7 +17,6 @@ from nozero import __version__
 
 if TYPE_CHECKING:  # the lint modules are imported by the commands that need them
     from nozero.lint.config import Settings
-    from nozero.lint.output import RuleInfo
     from nozero.lint.runner import Report, Runner
 
 EXIT_CLEAN, EXIT_FINDINGS, EXIT_ERROR = 0, 1, 2
@@ -49,6 +47,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if isinstance(err, ConfigError | FileNotFoundError):
             print(f"nozero: error: {err}", file=sys.stderr)
         else:
+            import traceback
+
             traceback.print_exc()
             print(f"nozero: internal error: {err!r}", file=sys.stderr)
         return EXIT_ERROR
@@ -66,19 +66,40 @@ def _parser() -> argparse.ArgumentParser:
     lint.add_argument("paths", nargs="*", metavar="PATH", help="files or directories; - for stdin")
     lint.add_argument("--format", choices=("text", "json", "sarif", "github"), default="text")
     lint.add_argument("--statistics", action="store_true", help="count findings per code")
+    lint.add_argument(
+        "-q",
+        "--quiet",
+        action="store_true",
+        help="no summary line (findings and problems are still printed)",
+    )
     lint.add_argument("--exit-zero", action="store_true", help="exit 0 even with findings")
-    lint.add_argument("--select", type=_codes, help="comma-separated codes or prefixes, or ALL;"
-                      " replaces the configured select")
-    lint.add_argument("--ignore", type=_codes, action="extend", default=[],
-                      help="comma-separated codes or prefixes to drop")
-    lint.add_argument("--require-reason", action="store_true",
-                      help="a # noqa needs text after the code to suppress a finding")
+    lint.add_argument(
+        "--select",
+        type=_codes,
+        help="comma-separated codes or prefixes, or ALL; replaces the configured select",
+    )
+    lint.add_argument(
+        "--ignore",
+        type=_codes,
+        action="extend",
+        default=[],
+        help="comma-separated codes or prefixes to drop",
+    )
+    lint.add_argument(
+        "--require-reason",
+        action="store_true",
+        help="a # noqa needs text after the code to suppress a finding",
+    )
     lint.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
     lint.add_argument("--cache-dir", type=Path, help="default: .nozero_cache in the project root")
     lint.add_argument("--stdin-filename", help="the path to report (and configure) stdin as")
     lint.add_argument("--config", type=Path, help="a pyproject.toml to use instead of the nearest")
-    lint.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
-                      help="worker processes (default: the number of CPUs)")
+    lint.add_argument(
+        "--jobs",
+        type=int,
+        default=os.cpu_count() or 1,
+        help="worker processes (default: the number of CPUs)",
+    )
     lint.set_defaults(handler=_lint)
 
     rules = commands.add_parser("rules", help="list the rules")
@@ -106,55 +127,71 @@ def _lint(args: argparse.Namespace) -> int:
     if reading_stdin:
         paths = [Path(stdin_name) if args.stdin_filename else Path.cwd()]
 
-    settings, runner, infos = _prepare(args, _search_start(paths))
+    settings, runner = _prepare(args, _search_start(paths))
     if reading_stdin:
         report = runner.lint_stdin(sys.stdin.buffer.read(), stdin_name)
     else:
-        report = runner.lint_files(list(FileFinder(settings.exclude_patterns()).find(paths)))
-    return _report(args, report, infos)
+        finder = FileFinder(settings.exclude_patterns())
+        files = list(finder.find(paths))
+        for path in finder.excluded_by_name:
+            # Named on the command line but excluded (how pre-commit honours excludes):
+            # said, never silently dropped.
+            print(
+                f"nozero: {path}: excluded by {settings.exclude_source()}; not linted"
+                " (name its directory to lint it)",
+                file=sys.stderr,
+            )
+        report = runner.lint_files(files)
+    return _report(args, report)
 
 
-def _prepare(
-    args: argparse.Namespace, start: Path
-) -> tuple[Settings, Runner, dict[str, RuleInfo]]:
-    """Settings, a runner with its selection and cache, and the rules' descriptions."""
-    from nozero.lint.cache import Cache, cached_rule_infos, config_key
+def _prepare(args: argparse.Namespace, start: Path) -> tuple[Settings, Runner]:
+    """Settings, and a runner with its selection and cache."""
+    from nozero.lint.cache import Cache, config_key
+    from nozero.lint.catalog import ALL_CODES, DEFAULT_CODES
     from nozero.lint.config import load_settings, select_codes
-    from nozero.lint.output import rule_infos
     from nozero.lint.runner import Runner
 
     settings = load_settings(start, args.config)
     cache_dir = None if args.no_cache else args.cache_dir or settings.project_root / ".nozero_cache"
-    infos = rule_infos() if cache_dir is None else cached_rule_infos(cache_dir)
-    default_codes = {code for code, info in infos.items() if info.default_enabled}
-    selection = select_codes(settings, infos, default_codes, args.select, args.ignore)
+    selection = select_codes(settings, ALL_CODES, DEFAULT_CODES, args.select, args.ignore)
     cache = None
     if cache_dir is not None:
         cache = Cache(cache_dir, config_key(selection.enabled, args.require_reason))
     runner = Runner(selection, args.require_reason, cache, args.jobs, _progress_printer())
-    return settings, runner, infos
+    return settings, runner
 
 
-def _report(args: argparse.Namespace, report: Report, infos: dict[str, RuleInfo]) -> int:
+def _report(args: argparse.Namespace, report: Report) -> int:
     """Print the findings and problems; the exit status they call for."""
+    from nozero.lint.catalog import CATALOG
     from nozero.lint.output import render, statistics
 
-    show = statistics if args.statistics else render
-    sys.stdout.write(show(report.findings, args.format, infos))
+    if args.statistics:
+        sys.stdout.write(statistics(report.findings, args.format, CATALOG))
+    else:
+        sys.stdout.write(render(report.findings, args.format, CATALOG, report.problems))
     sys.stdout.flush()
     for problem in report.problems:
         print(f"nozero: {problem.path}: {problem.message}", file=sys.stderr)
-    if args.format == "text" and (report.findings or report.problems):
-        print(
-            f"nozero: {len(report.findings)} finding(s), {len(report.problems)} file(s)"
-            f" not linted, {report.files} file(s) checked",
-            file=sys.stderr,
-        )
+        if problem.detail:
+            print(problem.detail.rstrip("\n"), file=sys.stderr)
+    if args.format == "text" and not args.quiet:
+        print(f"nozero: {_summary(report)}", file=sys.stderr)
     if any(problem.internal for problem in report.problems):
         return EXIT_ERROR
     if (report.findings or report.problems) and not args.exit_zero:
         return EXIT_FINDINGS
     return EXIT_CLEAN
+
+
+def _summary(report: Report) -> str:
+    checked = f"{report.files} file{'s' if report.files != 1 else ''} checked"
+    if not (report.findings or report.problems):
+        return f"All checks passed! ({checked})"
+    return (
+        f"{len(report.findings)} finding(s), {len(report.problems)} file(s) not linted, {checked}"
+    )
 
 
 def _search_start(paths: Sequence[Path]) -> Path:
@@ -177,9 +214,8 @@ def _progress_printer() -> Callable[[int, int], None] | None:
 
 
 def _rules(args: argparse.Namespace) -> int:
-    from nozero.lint.output import rule_infos
+    from nozero.lint.catalog import CATALOG as infos
 
-    infos = rule_infos()
     width = max(len(info.name) for info in infos.values())
     print(f"{'code':<6}  {'name':<{width}}  {'default':<7}  message")
     for code in sorted(infos):
@@ -190,9 +226,9 @@ def _rules(args: argparse.Namespace) -> int:
 
 
 def _rule(args: argparse.Namespace) -> int:
-    from nozero.lint.output import rule_infos
+    from nozero.lint.catalog import CATALOG
 
-    info = rule_infos().get(args.code.strip().upper())
+    info = CATALOG.get(args.code.strip().upper())
     if info is None:
         raise UsageError(f"unknown rule code {args.code!r} (see `nozero rules` for the list)")
     state = "enabled by default" if info.default_enabled else "off by default; enable with --select"

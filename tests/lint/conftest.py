@@ -44,7 +44,8 @@ GOOD_SOURCE = textwrap.dedent(
         return grads
     """
 )
-SYNTAX_ERROR_SOURCE = "def broken(:\n    pass\n"
+# Holds trigger text: a file without any is not nozero's to parse (NZ001).
+SYNTAX_ERROR_SOURCE = "def broken(:\n    return jnp.nan_to_num(grads)\n"
 
 
 # The rule for nan_to_num applied to training signal (NZ102 is its mapped form).

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from nozero.lint.cache import Cache, config_key
+from nozero.lint.catalog import DEFAULT_CODES
 from nozero.lint.config import Selection
-from nozero.lint.output import rule_infos
 from nozero.lint.runner import Runner
 
 from .conftest import BAD_SOURCE, GOOD_SOURCE, SYNTAX_ERROR_SOURCE, write
@@ -22,7 +22,7 @@ HOUR_NS = 3600 * 10**9
 
 
 def runner(cache_dir: Path, enabled=None, require_reason: bool = False, jobs: int = 1) -> Runner:
-    codes = frozenset(enabled or {c for c, i in rule_infos().items() if i.default_enabled})
+    codes = frozenset(enabled or DEFAULT_CODES)
     cache = Cache(cache_dir, config_key(codes, require_reason))
     return Runner(Selection(codes), require_reason, cache, jobs)
 
@@ -149,7 +149,10 @@ def test_a_warm_run_never_imports_libcst(tmp_path):
 
     def run() -> str:
         return subprocess.run(
-            [sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True,
+            [sys.executable, "-c", probe],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
             check=True,
         ).stdout.split("\n")[-2]
 

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from pathlib import Path
 
-from nozero.lint.rules import ALL_RULES
+from nozero.lint.rules import ALL_RULES, get_rule
 
 from .conftest import (
     BAD_LINE,
@@ -31,10 +33,14 @@ def test_finding_is_reported_as_path_line_col_code_message(tmp_path, nan_code):
     assert int(match["line"]) == BAD_LINE
 
 
-def test_clean_code_exits_zero_and_prints_nothing(tmp_path):
+def test_clean_code_exits_zero_with_a_summary_line_on_stderr(tmp_path):
     write(tmp_path / "train.py", GOOD_SOURCE)
+    write(tmp_path / "util.py", "def add(a, b):\n    return a + b\n")
     result = run_console_script("lint", cwd=tmp_path)
-    assert (result.code, result.out, result.err) == (0, "", "")
+    assert (result.code, result.out) == (0, "")
+    assert result.err == "nozero: All checks passed! (2 files checked)\n"
+    quiet = run_console_script("lint", "--quiet", cwd=tmp_path)
+    assert (quiet.code, quiet.out, quiet.err) == (0, "", "")
 
 
 def test_exit_zero_still_prints_the_findings(lint, tmp_path, nan_code):
@@ -81,9 +87,42 @@ def test_undecodable_file_is_reported_by_path_and_the_rest_linted(lint, tmp_path
 
 
 def test_a_coding_declaration_is_honoured(lint, tmp_path):
-    write(tmp_path / "latin.py", b"# -*- coding: latin-1 -*-\nname = '\xe9t\xe9'\n")
+    write(tmp_path / "latin.py", b"# -*- coding: latin-1 -*-\nname = '\xe9t\xe9' # isnan\n")
     result = lint()
-    assert (result.code, result.out, result.err) == (0, "", "")
+    assert (result.code, result.out) == (0, "")
+    assert "All checks passed!" in result.err
+
+
+def test_a_file_without_trigger_text_is_not_parsed_so_never_nz001(lint, tmp_path):
+    write(tmp_path / "broken_but_not_ours.py", "def broken(:\n    pass\n")
+    result = lint("--select", "ALL")
+    assert (result.code, result.out) == (0, "")
+    assert "All checks passed! (1 file checked)" in result.err
+
+
+NEWER_SYNTAX = {
+    "pep695_alias.py": "import jax.numpy as jnp\n\ntype Grads = dict[str, jnp.ndarray]\n",
+    "pep695_generic.py": (
+        "import jax.numpy as jnp\n\n\n"
+        "def all_finite[T](tree: T) -> bool:\n    return bool(jnp.isfinite(tree).all())\n\n\n"
+        "class Box[T]:\n    value: T\n"
+    ),
+    "pep701_fstring.py": (
+        "import math\n\nloss = 1.0\n"
+        "print(f\"{'finite' if math.isfinite(loss) else 'not'}: {f'{loss:{'.3f'}}'}\")\n"
+        "print(f\"{'\\n'.join(['a', 'b'])}\")\n"
+    ),
+}
+
+
+def test_valid_newer_python_syntax_is_never_a_syntax_error(lint, tmp_path):
+    """PEP 695 and PEP 701 code parses with libcst's grammar even where the running
+    Python's ``ast`` rejects it (3.11); a real syntax error next to it is still found."""
+    for name, source in NEWER_SYNTAX.items():
+        write(tmp_path / name, source)
+    write(tmp_path / "broken.py", SYNTAX_ERROR_SOURCE)
+    result = lint("--select", "ALL", "--no-cache")
+    assert [FINDING_LINE.match(line)["path"] for line in result.lines()] == ["broken.py"]
 
 
 def test_undecodable_file_alone_fails_the_run(lint, tmp_path):
@@ -152,14 +191,21 @@ def test_ignore_and_select_change_what_is_reported(lint, tmp_path, nan_code):
 
 
 def test_noqa_suppresses_and_require_reason_demands_a_reason(lint, tmp_path, nan_code):
-    bare = BAD_SOURCE.replace(
-        "jnp.nan_to_num(grads)", f"jnp.nan_to_num(grads)  # noqa: {nan_code}"
-    )
+    bare = BAD_SOURCE.replace("jnp.nan_to_num(grads)", f"jnp.nan_to_num(grads)  # noqa: {nan_code}")
     reasoned = BAD_SOURCE.replace(
         "jnp.nan_to_num(grads)", f"jnp.nan_to_num(grads)  # noqa: {nan_code} fp16 loss scaling"
     )
+    by_prefix = BAD_SOURCE.replace(
+        "jnp.nan_to_num(grads)", f"jnp.nan_to_num(grads)  # noqa: {nan_code[:3]} fp16 scaling"
+    )
+    other_family = BAD_SOURCE.replace("jnp.nan_to_num(grads)", "jnp.nan_to_num(grads)  # noqa: NZ2")
     write(tmp_path / "bare.py", bare)
     write(tmp_path / "reasoned.py", reasoned)
+    write(tmp_path / "by_prefix.py", by_prefix)
+    write(tmp_path / "other_family.py", other_family)
+    plain = lint()
+    assert [line.split(":")[0] for line in plain.lines()] == ["other_family.py"]
+    (tmp_path / "other_family.py").unlink()
     plain = lint()
     assert (plain.code, plain.out) == (0, "")
     strict = lint("--require-reason")
@@ -213,3 +259,72 @@ def test_console_script_help_names_the_commands(tmp_path: Path):
     assert result.code == 0
     for command in ("lint", "rules", "rule"):
         assert command in result.out
+
+
+def test_an_internal_error_names_the_file_the_rest_is_linted_and_the_run_exits_2(
+    tmp_path, nan_code
+):
+    """A real input the engine cannot handle today: an expression nested deeper than
+    libcst's position metadata recurses (the standard library's parser accepts it)."""
+    write(tmp_path / "a_train.py", BAD_SOURCE)
+    deep = "import jax.numpy as jnp\ngrads = " + "a + " * 600 + "jnp.nan_to_num(grads)\n"
+    write(tmp_path / "b_deep.py", deep)
+    write(tmp_path / "c_train.py", BAD_SOURCE)
+    result = run_console_script("lint", "--no-cache", "--jobs", "1", cwd=tmp_path)
+    assert result.code == 2, result.err
+    assert [line.split(":")[0] for line in result.lines()] == ["a_train.py", "c_train.py"]
+    assert "nozero: b_deep.py: internal error (RecursionError" in result.err
+    assert "Traceback" in result.err and "1 file(s) not linted" in result.err
+
+
+def test_select_all_turns_on_the_rules_that_are_off_by_default(lint, tmp_path):
+    from nozero.lint.catalog import CATALOG
+
+    opt_in = sorted(code for code, entry in CATALOG.items() if not entry.default)
+    assert opt_in, "the catalogue has rules that are off by default"
+    examples = {code: get_rule(code).INVALID[0] for code in opt_in}
+    for code, source in examples.items():
+        write(tmp_path / f"{code.lower()}.py", source)
+    default_run = {FINDING_LINE.match(x)["code"] for x in lint("--no-cache").lines()}
+    everything = {
+        FINDING_LINE.match(x)["code"] for x in lint("--no-cache", "--select", "ALL").lines()
+    }
+    assert not default_run & set(opt_in)
+    assert set(opt_in) <= everything
+
+
+IMPORT_PROBE = (
+    "import sys\nfrom nozero.cli import main\ncode = main()\n"
+    "print('libcst' in sys.modules, file=sys.stderr)\nraise SystemExit(code)\n"
+)
+
+
+def test_a_pre_commit_run_on_a_file_without_trigger_text_never_imports_libcst(tmp_path):
+    """One changed file, cache on, in a git repository: what the hook does on most commits.
+    Rule metadata comes from the libcst-free catalogue and the file never reaches the
+    engine, so libcst is not imported; a file with trigger text does import it."""
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True, timeout=60)
+    write(tmp_path / "pyproject.toml", "[tool.nozero]\nignore = []\n")
+    write(tmp_path / "util.py", "def add(a, b):\n    return a + b\n")
+    write(tmp_path / "train.py", BAD_SOURCE)
+
+    def imports_libcst(*args: str) -> tuple[int, bool]:
+        done = subprocess.run(
+            [sys.executable, "-c", IMPORT_PROBE, "lint", *args],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        return done.returncode, done.stderr.splitlines()[-1] == "True"
+
+    for _ in range(2):  # cold and warm cache
+        assert imports_libcst("util.py") == (0, False)
+        assert imports_libcst("--no-cache", "util.py") == (0, False)
+        write(tmp_path / "util.py", (tmp_path / "util.py").read_text() + "X = 1\n")
+    assert imports_libcst("--no-cache", "train.py") == (1, True)
+    probe = IMPORT_PROBE.replace("main()", "main(['rules'])")
+    listed = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120
+    )
+    assert (listed.returncode, listed.stderr.splitlines()[-1]) == (0, "False")

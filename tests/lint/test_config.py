@@ -97,6 +97,12 @@ def test_exclude_holds_for_files_named_by_pre_commit(lint, tmp_path: Path):
     pyproject(tmp_path, "[tool.nozero]\nextend-exclude = ['vendored/']\n")
     result = lint("vendored/lib.py")
     assert (result.code, result.out) == (0, "")
+    # Never silently: the file is named on stderr, with the setting that dropped it.
+    said = "vendored/lib.py: excluded by the default excludes or [tool.nozero] extend-exclude in"
+    assert said in result.err
+    assert "1 finding" not in result.err and "0 files checked" in result.err
+    # Naming its directory lints it.
+    assert reported(lint("vendored")) == [("vendored/lib.py", "NZ001")]
 
 
 def test_an_explicit_config_file_is_used(lint, tmp_path: Path):

@@ -42,10 +42,10 @@ def test_end_line_is_the_statements_last_line():
 @pytest.mark.parametrize(
     ("source", "line", "col", "words"),
     [
-        ("def f(:\n    pass\n", 1, 7, "invalid syntax"),
-        ("x = 1\nif x\n    y = 2\n", 2, 5, "expected ':'"),
-        ("x = (1,\n", 1, 5, "never closed"),
-        ("def f():\nreturn 1\n", 2, 1, "expected an indented block"),
+        ("def f(:\n    pass  # isnan\n", 1, 7, "invalid syntax"),
+        ("x = 1\nif x\n    y = 2  # isnan\n", 2, 5, "expected ':'"),
+        ("x = (1,  # isnan\n", 1, 5, "never closed"),
+        ("def f():\nreturn 1  # isnan\n", 2, 1, "expected an indented block"),
     ],
 )
 def test_syntax_error_is_a_finding(source, line, col, words, shortcuts):
@@ -57,8 +57,8 @@ def test_syntax_error_is_a_finding(source, line, col, words, shortcuts):
 
 def test_syntax_error_with_trigger_words_and_odd_input_never_raises():
     assert [f.code for f in lint_source("grads = jnp.nan_to_num(grads\n")] == ["NZ001"]
-    assert [f.code for f in lint_source("x = 1\0\n")] == ["NZ001"]
-    assert [f.code for f in lint_source("(" * 300 + ")" * 300 + "\n")] == ["NZ001"]
+    assert [f.code for f in lint_source("x = isnan\0\n")] == ["NZ001"]
+    assert [f.code for f in lint_source("isnan" + "(" * 300 + "\n")] == ["NZ001"]
     assert lint_source("") == []
     assert lint_source("\n\n# only a comment\n") == []
 

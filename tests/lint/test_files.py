@@ -35,11 +35,29 @@ sub/*.py
 """
 
 FILES = [
-    "a.py", "x.gen.py", "top_only.py", "pkg/top_only.py", "build/b.py", "pkg/build/c.py",
-    "docs/conf.py", "docs/en/conf.py", "docs/en/deep/conf.py", "docs/en/other.py",
-    "fixtures/f.py", "fixtures/keep.py", "t/fixtures/g.py", "data1.py", "data10.py",
-    "case5.py", "casex.py", "#hash.py", "logs/l.py",
-    "pkg/local.py", "pkg/re_included.gen.py", "pkg/sub/s.py", "pkg/sub/deeper/d.py",
+    "a.py",
+    "x.gen.py",
+    "top_only.py",
+    "pkg/top_only.py",
+    "build/b.py",
+    "pkg/build/c.py",
+    "docs/conf.py",
+    "docs/en/conf.py",
+    "docs/en/deep/conf.py",
+    "docs/en/other.py",
+    "fixtures/f.py",
+    "fixtures/keep.py",
+    "t/fixtures/g.py",
+    "data1.py",
+    "data10.py",
+    "case5.py",
+    "casex.py",
+    "#hash.py",
+    "logs/l.py",
+    "pkg/local.py",
+    "pkg/re_included.gen.py",
+    "pkg/sub/s.py",
+    "pkg/sub/deeper/d.py",
     "other/local.py",
 ]
 
@@ -63,12 +81,11 @@ def repo(tmp_path: Path) -> Path:
 def test_walk_agrees_with_git_on_what_is_ignored(repo: Path):
     # Files git would show as untracked are exactly the ones not ignored.
     expected = sorted(
-        line for line in _git(repo, "ls-files", "--others", "--exclude-standard").splitlines()
+        line
+        for line in _git(repo, "ls-files", "--others", "--exclude-standard").splitlines()
         if line.endswith(".py")
     )
-    found = sorted(
-        path.relative_to(repo).as_posix() for path in FileFinder([]).find([repo])
-    )
+    found = sorted(path.relative_to(repo).as_posix() for path in FileFinder([]).find([repo]))
     assert found == expected
     # The fixture really exercises both outcomes.
     assert 5 < len(found) < len(FILES)
@@ -76,13 +93,12 @@ def test_walk_agrees_with_git_on_what_is_ignored(repo: Path):
 
 def test_walk_agrees_with_git_below_a_subdirectory(repo: Path):
     expected = sorted(
-        line for line in _git(repo / "pkg", "ls-files", "--others", "--exclude-standard")
-        .splitlines()
+        line
+        for line in _git(repo / "pkg", "ls-files", "--others", "--exclude-standard").splitlines()
         if line.endswith(".py")
     )
     found = sorted(
-        path.relative_to(repo / "pkg").as_posix()
-        for path in FileFinder([]).find([repo / "pkg"])
+        path.relative_to(repo / "pkg").as_posix() for path in FileFinder([]).find([repo / "pkg"])
     )
     assert found == expected
 

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from nozero.lint.catalog import CATALOG
 from nozero.lint.engine import Finding
-from nozero.lint.output import render, rule_infos
+from nozero.lint.output import render
 
 from .conftest import BAD_LINE, BAD_SOURCE, SYNTAX_ERROR_SOURCE, write
 
@@ -32,7 +33,7 @@ def test_json_lists_every_finding_with_its_fields(lint, project, nan_code):
     nan_row = rows[1]
     assert nan_row["line"] == BAD_LINE and nan_row["column"] >= 1
     assert nan_row["end_line"] >= nan_row["line"]
-    assert nan_row["name"] == rule_infos()[nan_code].name
+    assert nan_row["name"] == CATALOG[nan_code].name
     assert nan_row["message"]
 
 
@@ -73,7 +74,7 @@ def test_sarif_uris_are_escaped_and_absolute_paths_are_file_uris():
         Finding("dir with space/a.py", 1, 1, "NZ001", "syntax error: x"),
         Finding("/abs/b.py", 2, 3, "NZ001", "syntax error: y"),
     ]
-    log = json.loads(render(findings, "sarif", rule_infos()))
+    log = json.loads(render(findings, "sarif", CATALOG))
     uris = [
         r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"]
         for r in log["runs"][0]["results"]
@@ -102,7 +103,7 @@ def test_github_format_writes_one_annotation_per_finding(lint, project, nan_code
 
 def test_github_annotations_escape_what_would_break_the_command():
     finding = Finding("a,b:c.py", 1, 1, "NZ001", "100% wrong\nsecond line")
-    [line] = render([finding], "github", rule_infos()).splitlines()
+    [line] = render([finding], "github", CATALOG).splitlines()
     assert line.startswith("::error file=a%2Cb%3Ac.py,line=1,")
     assert line.endswith("::NZ001 100%25 wrong%0Asecond line")
 
@@ -118,3 +119,41 @@ def test_statistics_as_json(lint, project, nan_code):
     result = lint("--statistics", "--format", "json")
     rows = json.loads(result.out)
     assert sorted((row["code"], row["count"]) for row in rows) == [("NZ001", 1), (nan_code, 1)]
+
+
+def test_an_undecodable_file_appears_in_every_machine_readable_format(lint, project):
+    """A CI job that reads only the report still learns that a file was not linted."""
+    write(project / "src" / "latin.py", b"x = 1\nname = '\xe9t\xe9'\n")
+    rows = json.loads(lint("--format", "json").out)
+    [problem] = [row for row in rows if row["code"] is None]
+    assert problem["path"] == "src/latin.py" and problem["name"] == "not-linted"
+    assert problem["message"].startswith("cannot decode")
+    assert len(rows) == 3  # the two findings are still there
+
+    [run] = json.loads(lint("--format", "sarif").out)["runs"]
+    [invocation] = run["invocations"]
+    [note] = invocation["toolExecutionNotifications"]
+    assert note["level"] == "error" and note["message"]["text"].startswith("cannot decode")
+    assert note["locations"][0]["physicalLocation"]["artifactLocation"]["uri"] == "src/latin.py"
+    assert invocation["executionSuccessful"] is True  # not linted is not a crash
+    assert len(run["results"]) == 2
+
+    github = lint("--format", "github")
+    annotation = [line for line in github.lines() if "latin.py" in line]
+    assert annotation == [annotation[0]] and annotation[0].startswith(
+        "::error file=src/latin.py,title=nozero%3A not-linted::"
+    )
+    assert github.code == 1
+
+
+def test_an_internal_error_marks_the_sarif_run_unsuccessful(lint, project):
+    deep = "import jax.numpy as jnp\ngrads = " + "a + " * 600 + "jnp.nan_to_num(grads)\n"
+    write(project / "src" / "deep.py", deep)
+    result = lint("--format", "sarif", "--jobs", "1")
+    assert result.code == 2
+    [run] = json.loads(result.out)["runs"]
+    [invocation] = run["invocations"]
+    assert invocation["executionSuccessful"] is False
+    [note] = invocation["toolExecutionNotifications"]
+    assert note["descriptor"]["id"] == "internal-error"
+    assert "RecursionError" in note["message"]["text"]

@@ -34,8 +34,10 @@ def hook_repo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str,
     env = {
         **os.environ,
         "PRE_COMMIT_HOME": str(tmp_path_factory.mktemp("pre_commit_home")),
-        "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid",
-        "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.invalid",
+        "GIT_AUTHOR_NAME": "t",
+        "GIT_AUTHOR_EMAIL": "t@example.invalid",
+        "GIT_COMMITTER_NAME": "t",
+        "GIT_COMMITTER_EMAIL": "t@example.invalid",
     }
     env.pop("PRE_COMMIT", None)
     _run(["git", "init", "-q", "."], repo, env).check_returncode()

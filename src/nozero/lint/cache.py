@@ -14,20 +14,17 @@ timestamp tick is re-hashed, never served stale findings.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import hashlib
 import importlib.util
 import json
 import os
 import sys
-import tempfile
 import time
 from collections.abc import Collection
 from pathlib import Path
 
 from nozero import __version__
-from nozero.lint.output import RuleInfo, rule_infos
 
 FORMAT_VERSION = 1
 RACY_WINDOW_NS = 2_000_000_000
@@ -41,8 +38,8 @@ def content_hash(data: bytes) -> str:
 @functools.cache
 def code_fingerprint() -> str:
     """The tool's version, the text of its lint code, the Python and libcst versions
-    (which decide what parses): an edited rule never serves results (or rule listings)
-    cached by the code before the edit. libcst is located, not imported."""
+    (which decide what parses): an edited rule never serves results cached by the code
+    before the edit. libcst is located, not imported."""
     digest = hashlib.blake2b(digest_size=16)
     digest.update(f"{FORMAT_VERSION}|{__version__}|{sys.version_info[:2]}".encode())
     libcst = importlib.util.find_spec("libcst")
@@ -61,18 +58,6 @@ def config_key(enabled: Collection[str], require_reason: bool) -> str:
     and ``require_reason``. Per-file ignores are applied after the cache, by path."""
     text = f"{code_fingerprint()}|{sorted(enabled)}|{require_reason}"
     return hashlib.blake2b(text.encode(), digest_size=16).hexdigest()
-
-
-def cached_rule_infos(directory: Path) -> dict[str, RuleInfo]:
-    """The rules' codes, names, defaults and texts, from a snapshot kept beside the
-    results, so that a warm run never imports the rules (and libcst) at all."""
-    snapshot = directory / f"rules-{code_fingerprint()}.json"
-    try:
-        return {row["code"]: RuleInfo(**row) for row in json.loads(snapshot.read_text("utf-8"))}
-    except (OSError, ValueError, KeyError, TypeError):
-        infos = rule_infos()
-        write_json_atomically(snapshot, [dataclasses.asdict(info) for info in infos.values()])
-        return infos
 
 
 class Cache:
@@ -123,27 +108,29 @@ class Cache:
         referenced = {entry[2] for entry in self.files.values()}
         results = {d: rows for d, rows in self.results.items() if d in referenced}
         write_json_atomically(self.file, {"files": self.files, "results": results})
-        # Results and rule snapshots of an older build of the code can never match again.
+        # Results of an older build of the code can never match again.
         current = code_fingerprint()[:16]
-        for stale in self.directory.glob("*-*.json"):
-            if stale.name.startswith(("results-", "rules-")) and current not in stale.name:
+        for stale in self.directory.glob("results-*.json"):
+            if current not in stale.name:
                 stale.unlink(missing_ok=True)
 
 
 def write_json_atomically(path: Path, data: object) -> None:
     """Temp file and rename: a reader sees the old cache or the new one, never half of
     one. Failing to write (a read-only checkout) only means running without a cache."""
-    temp = None
+    # A name no other process can hold (pid and clock), created exclusively.
+    temp = path.with_name(f".tmp-{os.getpid()}-{time.time_ns()}.json")
+    created = False
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         _mark_cache_directory(path.parent)
-        handle, temp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
-        with os.fdopen(handle, "w", encoding="utf-8") as out:
+        with temp.open("x", encoding="utf-8") as out:
+            created = True
             json.dump(data, out, separators=(",", ":"))
         os.replace(temp, path)
     except OSError:
-        if temp is not None:
-            Path(temp).unlink(missing_ok=True)
+        if created:
+            temp.unlink(missing_ok=True)
 
 
 def _mark_cache_directory(directory: Path) -> None:

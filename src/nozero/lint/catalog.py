@@ -33,7 +33,16 @@ ENTRIES: tuple[RuleEntry, ...] = (
         default=True,
         doc="""\
 ## What it flags
-A file that does not parse; the finding carries the parser's message and position.
+A file that holds trigger text (a word one of the other rules looks for, such as
+`nan_to_num`, `isfinite` or `apply_if_finite`) and does not parse; the finding carries
+the parser's message and position. A file without trigger text is not nozero's to parse:
+Python itself and general linters (ruff, flake8) check its syntax, so nozero reads no
+further than the trigger words and reports nothing for it.
+
+Valid syntax newer than the running Python is never reported: when the standard
+library's parser rejects a file, libcst's grammar (Python up to 3.13: PEP 695 `type`
+aliases and generic functions and classes, PEP 701 f-strings) has the last word. Such a
+file is accepted but its code is not checked by the other rules on that Python.
 
 ## Why it is harmful
 Nothing in the file can be checked, so a zero-and-continue pattern in it would go
@@ -42,6 +51,7 @@ unnoticed.
 ## Example
 ```python
 def step(grads:
+    return jnp.nan_to_num(grads)
 ```
 
 ## Use instead

@@ -33,6 +33,14 @@ class Settings:
         """How an error message names a setting."""
         return f"[tool.nozero] {key} in {self.config_file}"
 
+    def exclude_source(self) -> str:
+        """Where the exclude patterns in force come from, for messages."""
+        defaults = self.exclude == DEFAULT_EXCLUDE
+        parts = ["the default excludes" if defaults else self.where("exclude")]
+        if self.extend_exclude:
+            parts.append(self.where("extend-exclude"))
+        return " or ".join(parts)
+
     def exclude_patterns(self) -> list[Pattern]:
         return compile_patterns((*self.exclude, *self.extend_exclude), self.project_root)
 

@@ -2,8 +2,8 @@
 
 The pipeline, cheapest first:
 
-1. text: a file without any trigger word holds no finding; it is only checked for syntax
-   (``symtable``, the C parser without building Python objects) for NZ001;
+1. text: a file without any trigger word holds no finding and is not parsed at all
+   (not even for NZ001: such a file is not nozero's to parse);
 2. ``ast``: the file is parsed once with the standard library (about 10x faster than
    libcst), its imports resolved, and split into units (top-level statements and class
    body statements); only units whose text holds a trigger word or one of this file's
@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import ast
 import gc
-import symtable
 import warnings
 from collections.abc import Callable, Collection
 
@@ -28,7 +27,7 @@ import libcst as cst
 from nozero.lint import prefilter
 from nozero.lint.facts import file_facts, reactions
 from nozero.lint.finding import Finding
-from nozero.lint.noqa import has_nozero_noqa, noqa_comments
+from nozero.lint.noqa import noqa_comments
 from nozero.lint.rules import ALL_RULES, Rule, get_rule
 from nozero.lint.rules.base import Context, Hit, children
 from nozero.lint.rules.flow import FlowRule
@@ -74,40 +73,32 @@ def _lint(
     rules = [rule() for rule in ALL_RULES if rule.code in enabled and rule.node_types]
     flow_rules = [r() for r in ALL_RULES if r.code in enabled and issubclass(r, FlowRule)]
     check_reasons = require_reason and NOQA_WITHOUT_REASON in enabled
-    if (
-        shortcuts
-        and not prefilter.could_hold_finding(source)
-        and not (check_reasons and has_nozero_noqa(source))
-    ):
-        error = _syntax_error(source, path, quick=True) if SYNTAX_ERROR in enabled else None
-        return [error] if error else []
+    # A file without trigger text is not nozero's to parse (NZ001's page): Python and
+    # other linters check its syntax. Without the shortcuts the rules still see it.
+    concerns_nozero = prefilter.concerns_nozero(source, check_reasons)
+    if shortcuts and not concerns_nozero:
+        return []
     try:
         tree = ast.parse(source, filename=path)
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
-        error = _syntax_error(source, path, quick=False)
+    except (SyntaxError, ValueError, RecursionError, MemoryError) as err:
+        error = _syntax_error(source, path, err) if concerns_nozero else None
         return [error] if error and SYNTAX_ERROR in enabled else []
     hits = _run_rules(source, tree, rules, flow_rules, shortcuts) if rules or flow_rules else []
     return _apply_noqa(source, path, hits, enabled, require_reason)
 
 
-def _syntax_error(source: str, path: str, *, quick: bool) -> Finding | None:
-    """NZ001 with the parser's message and position, or None when ``source`` parses.
-
-    ``quick`` first tries ``symtable``, which parses without building Python objects; it
-    rejects a superset of what ``ast.parse`` rejects, so ``ast.parse`` has the last word.
-    """
-    if quick:
+def _syntax_error(source: str, path: str, err: Exception) -> Finding | None:
+    """NZ001 with the parser's message and position, or None when ``source`` is valid
+    newer Python than the running interpreter's ``ast`` reads (PEP 695 ``type X = ...``
+    and generics, PEP 701 f-strings on 3.11): libcst's grammar accepts those."""
+    if isinstance(err, SyntaxError):
         try:
-            symtable.symtable(source, path, "exec")
+            cst.parse_module(source, config=cst.PartialParserConfig(python_version="3.13"))
             return None
-        except (SyntaxError, ValueError, RecursionError, MemoryError):
+        except (cst.ParserSyntaxError, RecursionError):
             pass
-    try:
-        ast.parse(source, filename=path)
-        return None
-    except SyntaxError as err:
         line, col, message = err.lineno or 1, err.offset or 1, err.msg
-    except (ValueError, RecursionError, MemoryError) as err:
+    else:
         line, col, message = 1, 1, str(err) or type(err).__name__
     return Finding(path, line, max(col, 1), SYNTAX_ERROR, f"syntax error: {message}", line)
 

@@ -166,7 +166,8 @@ class FileFinder:
     """Finds the Python files under the paths given on the command line.
 
     ``exclude`` patterns (anchored at the project root) apply to everything a walk finds
-    and to files named on the command line, so a pre-commit run honours them. For a
+    and to files named on the command line, so a pre-commit run honours them; a named
+    file they drop is kept in ``excluded_by_name`` for the caller to report. For a
     directory named on the command line only what lies below it is tested: naming it is a
     request to lint it. ``.gitignore`` files apply to what a walk finds.
     """
@@ -174,6 +175,7 @@ class FileFinder:
     def __init__(self, exclude: Sequence[Pattern], respect_gitignore: bool = True) -> None:
         self.exclude = list(exclude)
         self.respect_gitignore = respect_gitignore
+        self.excluded_by_name: list[Path] = []
 
     def find(self, paths: Iterable[Path]) -> Iterator[Path]:
         """Python files to lint, as the user would name them, each once, in walk order.
@@ -195,6 +197,8 @@ class FileFinder:
         elif absolute.exists():
             if not self._named_file_excluded(absolute):
                 yield given, absolute.as_posix()
+            elif given not in self.excluded_by_name:
+                self.excluded_by_name.append(given)
         else:
             raise FileNotFoundError(f"{given}: no such file or directory")
 

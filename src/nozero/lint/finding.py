@@ -1,7 +1,7 @@
-"""One finding: where, which rule, what it says.
+"""What a lint run reports: findings, and files it could not lint.
 
-Its own module, free of libcst, because a warm run answered from the cache builds
-findings without importing the engine (libcst and the rules cost half a second).
+Their own module, free of libcst, because a run that never needs the engine (every file
+answered from the cache or free of trigger text) builds them without importing it.
 """
 
 from __future__ import annotations
@@ -17,3 +17,17 @@ class Finding:
     code: str
     message: str
     end_line: int = 0
+
+
+@dataclass(frozen=True)
+class Problem:
+    """A file that could not be linted: undecodable, unreadable, or an internal error."""
+
+    path: str
+    message: str  # one line
+    internal: bool = False
+    detail: str = ""  # for an internal error, the traceback to report
+
+    @property
+    def kind(self) -> str:
+        return "internal-error" if self.internal else "not-linted"

@@ -1,5 +1,6 @@
-"""``# noqa`` suppressions, ruff style: ``# noqa`` (all codes) or ``# noqa: NZ101, NZ201``,
-optionally followed by a reason (``# noqa: NZ101 fp16 loss scaling``)."""
+"""``# noqa`` suppressions, ruff style: ``# noqa`` (all codes) or ``# noqa: NZ101, NZ201``
+(a prefix such as ``NZ1`` covers its codes), optionally followed by a reason
+(``# noqa: NZ101 fp16 loss scaling``)."""
 
 from __future__ import annotations
 
@@ -30,7 +31,8 @@ class Noqa:
     reason: str
 
     def covers(self, code: str) -> bool:
-        return self.codes is None or code in self.codes
+        """A code or a prefix of it (``# noqa: NZ1`` covers NZ101 and NZ102)."""
+        return self.codes is None or any(code.startswith(named) for named in self.codes)
 
 
 def _parse(comment: str, line: int, col: int) -> Noqa | None:

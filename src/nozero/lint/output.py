@@ -1,60 +1,43 @@
-"""Findings as text, JSON, SARIF 2.1.0 or GitHub Actions annotations."""
+"""Findings as text, JSON, SARIF 2.1.0 or GitHub Actions annotations.
+
+Files that could not be linted (undecodable, unreadable, an internal error) appear in
+every machine-readable format, so that a CI job reading only the report sees them: as
+JSON rows with ``"code": null``, as SARIF tool execution notifications, as GitHub
+``::error`` annotations. The text format leaves them to stderr (the command line).
+"""
 
 from __future__ import annotations
 
 import json
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import PurePath
-from typing import TYPE_CHECKING
-from urllib.parse import quote
 
 from nozero import __version__
-
-if TYPE_CHECKING:
-    from nozero.lint.finding import Finding
+from nozero.lint.catalog import RuleEntry
+from nozero.lint.finding import Finding, Problem
 
 FORMATS = ("text", "json", "sarif", "github")
 SARIF_SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 
 
-@dataclass(frozen=True)
-class RuleInfo:
-    """What an output format says about a rule besides the finding's own message."""
-
-    code: str
-    name: str
-    message: str
-    doc: str = ""
-    default_enabled: bool = True
+Rules = Mapping[str, RuleEntry]
 
 
-def rule_infos() -> dict[str, RuleInfo]:
-    """Code -> RuleInfo for every rule, for the output formats, listings and selection.
-
-    This imports the rules (and libcst); a lint run reads the cache's snapshot instead.
-    """
-    from nozero.lint.rules import ALL_RULES
-
-    return {
-        rule.code: RuleInfo(rule.code, rule.name, rule.message, rule.doc, rule.default_enabled)
-        for rule in ALL_RULES
-    }
-
-
-def render(findings: Sequence[Finding], fmt: str, rules: Mapping[str, RuleInfo]) -> str:
+def render(
+    findings: Sequence[Finding], fmt: str, rules: Rules, problems: Sequence[Problem] = ()
+) -> str:
     """The whole report in format ``fmt``, ending with a newline unless empty."""
-    renderers: dict[str, Callable[[Sequence[Finding], Mapping[str, RuleInfo]], str]] = {
+    renderers: dict[str, Callable[[Sequence[Finding], Rules, Sequence[Problem]], str]] = {
         "text": _text,
         "json": _json,
         "sarif": _sarif,
         "github": _github,
     }
-    return renderers[fmt](findings, rules)
+    return renderers[fmt](findings, rules, problems)
 
 
-def statistics(findings: Sequence[Finding], fmt: str, rules: Mapping[str, RuleInfo]) -> str:
+def statistics(findings: Sequence[Finding], fmt: str, rules: Rules) -> str:
     """How many findings each code has, most frequent first (JSON for ``--format json``)."""
     counts = sorted(Counter(f.code for f in findings).items(), key=lambda kv: (-kv[1], kv[0]))
     rows = [
@@ -74,16 +57,16 @@ def statistics(findings: Sequence[Finding], fmt: str, rules: Mapping[str, RuleIn
     )
 
 
-def _info(code: str, rules: Mapping[str, RuleInfo]) -> RuleInfo:
-    return rules.get(code) or RuleInfo(code, code, "")
+def _info(code: str, rules: Rules) -> RuleEntry:
+    return rules.get(code) or RuleEntry(code, code, "", True, "")
 
 
-def _text(findings: Sequence[Finding], rules: Mapping[str, RuleInfo]) -> str:
+def _text(findings: Sequence[Finding], rules: Rules, problems: Sequence[Problem]) -> str:
     return "".join(f"{f.path}:{f.line}:{f.col}: {f.code} {f.message}\n" for f in findings)
 
 
-def _json(findings: Sequence[Finding], rules: Mapping[str, RuleInfo]) -> str:
-    rows = [
+def _json(findings: Sequence[Finding], rules: Rules, problems: Sequence[Problem]) -> str:
+    rows: list[dict[str, object]] = [
         {
             "path": f.path,
             "line": f.line,
@@ -95,10 +78,22 @@ def _json(findings: Sequence[Finding], rules: Mapping[str, RuleInfo]) -> str:
         }
         for f in findings
     ]
+    rows += [
+        {
+            "path": p.path,
+            "line": 1,
+            "column": 1,
+            "end_line": 1,
+            "code": None,
+            "name": p.kind,
+            "message": p.message,
+        }
+        for p in problems
+    ]
     return json.dumps(rows, indent=2) + "\n"
 
 
-def _sarif(findings: Sequence[Finding], rules: Mapping[str, RuleInfo]) -> str:
+def _sarif(findings: Sequence[Finding], rules: Rules, problems: Sequence[Problem]) -> str:
     codes = sorted({f.code for f in findings} | set(rules))
     index = {code: i for i, code in enumerate(codes)}
     driver_rules = []
@@ -133,6 +128,21 @@ def _sarif(findings: Sequence[Finding], rules: Mapping[str, RuleInfo]) -> str:
         }
         for f in findings
     ]
+    # A file nozero could not lint is a fact about the run, not a result: SARIF's
+    # tool execution notifications (an internal error also marks the run unsuccessful).
+    notifications = [
+        {
+            "level": "error",
+            "message": {"text": p.message},
+            "descriptor": {"id": p.kind},
+            "locations": [{"physicalLocation": {"artifactLocation": {"uri": _uri(p.path)}}}],
+        }
+        for p in problems
+    ]
+    invocation = {
+        "executionSuccessful": not any(p.internal for p in problems),
+        "toolExecutionNotifications": notifications,
+    }
     log = {
         "version": "2.1.0",
         "$schema": SARIF_SCHEMA,
@@ -141,6 +151,7 @@ def _sarif(findings: Sequence[Finding], rules: Mapping[str, RuleInfo]) -> str:
                 "tool": {
                     "driver": {"name": "nozero", "version": __version__, "rules": driver_rules}
                 },
+                "invocations": [invocation],
                 "results": results,
             }
         ],
@@ -149,11 +160,13 @@ def _sarif(findings: Sequence[Finding], rules: Mapping[str, RuleInfo]) -> str:
 
 
 def _uri(path: str) -> str:
+    from urllib.parse import quote  # SARIF only: kept off the common path
+
     pure = PurePath(path)
     return pure.as_uri() if pure.is_absolute() else quote(pure.as_posix())
 
 
-def _github(findings: Sequence[Finding], rules: Mapping[str, RuleInfo]) -> str:
+def _github(findings: Sequence[Finding], rules: Rules, problems: Sequence[Problem]) -> str:
     lines = []
     for f in findings:
         props = {
@@ -165,6 +178,10 @@ def _github(findings: Sequence[Finding], rules: Mapping[str, RuleInfo]) -> str:
         }
         joined = ",".join(f"{key}={_escape(str(value), True)}" for key, value in props.items())
         lines.append(f"::error {joined}::{_escape(f'{f.code} {f.message}', False)}\n")
+    for p in problems:
+        props = {"file": p.path, "title": f"nozero: {p.kind}"}
+        joined = ",".join(f"{key}={_escape(value, True)}" for key, value in props.items())
+        lines.append(f"::error {joined}::{_escape(p.message, False)}\n")
     return "".join(lines)
 
 

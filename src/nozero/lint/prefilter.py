@@ -21,10 +21,12 @@ import io
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterable
 from dataclasses import dataclass
+from functools import lru_cache
 from itertools import accumulate
 
 from nozero.lint import vocab
 from nozero.lint.imports import last_part
+from nozero.lint.noqa import has_nozero_noqa
 from nozero.lint.signal import FileFacts, FunctionNode, compares_itself
 
 
@@ -239,6 +241,15 @@ def narrow(
 
 def _within(inner: Unit, outer: Unit) -> bool:
     return inner is not outer and outer.first <= inner.first and inner.last <= outer.last
+
+
+@lru_cache(maxsize=1)
+def concerns_nozero(source: str, checks_reasons: bool) -> bool:
+    """Is ``source`` nozero's to parse at all? Only with trigger text, or (when bare
+    ``# noqa`` comments are reported) a ``# noqa`` naming a nozero code. The runner asks
+    first (and spares itself importing the engine when not); the engine then asks again
+    about the same text, which the one-entry cache answers without a second scan."""
+    return could_hold_finding(source) or (checks_reasons and has_nozero_noqa(source))
 
 
 def candidate_units(

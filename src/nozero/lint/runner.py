@@ -1,21 +1,26 @@
-"""Lint many files: cache look-ups first, then the misses spread over processes."""
+"""Lint many files: cache look-ups first, then the misses spread over processes.
+
+Only a file that holds trigger text reaches the engine, and only then are the engine and
+libcst imported: a pre-commit run over files without any stays a fraction of a second.
+"""
 
 from __future__ import annotations
 
 import io
-import multiprocessing
-import multiprocessing.context
 import os
 import tokenize
-import traceback
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from nozero.lint import prefilter
 from nozero.lint.cache import Cache, Row, content_hash
 from nozero.lint.config import Selection
-from nozero.lint.finding import Finding
+from nozero.lint.finding import Finding, Problem
+
+if TYPE_CHECKING:
+    import multiprocessing.context
 
 
 def _pool_context() -> multiprocessing.context.BaseContext:
@@ -24,6 +29,8 @@ def _pool_context() -> multiprocessing.context.BaseContext:
     Forking a process that runs other threads (JAX's thread pools, when nozero is called
     from a program or test session that imported JAX) can deadlock the child.
     """
+    import multiprocessing
+
     try:
         threads = len(os.listdir("/proc/self/task"))
     except OSError:  # not Linux: let the platform's default decide
@@ -33,15 +40,6 @@ def _pool_context() -> multiprocessing.context.BaseContext:
 
 # Below this many files to lint, starting worker processes costs more than it saves.
 MIN_FILES_FOR_POOL = 8
-
-
-@dataclass(frozen=True)
-class Problem:
-    """A file that could not be linted: undecodable, unreadable, or an internal error."""
-
-    path: str
-    message: str
-    internal: bool = False
 
 
 @dataclass
@@ -58,6 +56,10 @@ class Job:
 
     enabled: frozenset[str]
     require_reason: bool
+
+    @property
+    def checks_reasons(self) -> bool:
+        return self.require_reason and "NZ002" in self.enabled
 
 
 @dataclass
@@ -88,25 +90,35 @@ def decode_source(data: bytes) -> str:
         raise ValueError(f"cannot decode: {err}") from err
 
 
-def lint_one(shown: str, data: bytes, job: Job) -> tuple[str, list[Row] | str]:
-    """("ok", rows), ("undecodable", reason) or ("internal", traceback) for one file.
+# ("ok", rows), ("undecodable", [reason]) or ("internal", [message, traceback]).
+Outcome = tuple[str, list]
+
+
+def lint_one(shown: str, data: bytes, job: Job) -> Outcome:
+    """What linting one file came to (picklable: workers send it back).
 
     Never raises: one bad file must not hide the findings of the others.
     """
-    from nozero.lint.engine import lint_source  # only files missing from the cache pay
-
     try:
         source = decode_source(data)
     except ValueError as err:
-        return "undecodable", str(err)
+        return "undecodable", [str(err)]
+    if not prefilter.concerns_nozero(source, job.checks_reasons):
+        return "ok", []  # what the engine answers too, without importing it (and libcst)
     try:
+        from nozero.lint.engine import lint_source
+
         findings = lint_source(source, shown, select=job.enabled, require_reason=job.require_reason)
-    except Exception:  # noqa: BLE001 - reported with the path, then the run goes on
-        return "internal", traceback.format_exc(limit=-3)
+    except Exception as err:  # noqa: BLE001 - reported with the path, then the run goes on
+        import traceback
+
+        frames = traceback.format_exception(err, limit=-4, chain=False)
+        message = f"internal error ({type(err).__name__}: {err}); please report it"
+        return "internal", [message, "".join(frames)]
     return "ok", [[f.line, f.col, f.code, f.message, f.end_line] for f in findings]
 
 
-def _lint_chunk(chunk: list[tuple[str, bytes, Job]]) -> list[tuple[str, list[Row] | str]]:
+def _lint_chunk(chunk: list[tuple[str, bytes, Job]]) -> list[Outcome]:
     return [lint_one(*item) for item in chunk]
 
 
@@ -184,9 +196,11 @@ class Runner:
         # Largest first, in small chunks: no big file is left to run alone at the end.
         groups = sorted(by_digest.values(), key=lambda same: -len(same[0].data))
         work = [(same[0].shown, same[0].data, self.job) for same in groups]
-        if work:
-            import nozero.lint.engine  # noqa: F401 - imported once here, inherited by workers
         if len(work) >= MIN_FILES_FOR_POOL and self.jobs > 1:
+            from concurrent.futures import ProcessPoolExecutor
+
+            import nozero.lint.engine  # noqa: F401 - imported once here, inherited by workers
+
             with ProcessPoolExecutor(self.jobs, mp_context=_pool_context()) as pool:
                 chunks = pool.map(_lint_chunk, _chunks(work, self.jobs * 16))
                 self._collect(groups, (o for chunk in chunks for o in chunk), report)
@@ -196,7 +210,7 @@ class Runner:
     def _collect(
         self,
         groups: list[list[_Pending]],
-        outcomes: Iterable[tuple[str, list[Row] | str]],
+        outcomes: Iterable[Outcome],
         report: Report,
     ) -> None:
         for done, (same, (status, payload)) in enumerate(zip(groups, outcomes, strict=True), 1):
@@ -207,7 +221,9 @@ class Runner:
                     self._remember(item, payload)
                     self._add(report, item.shown, item.absolute, payload)
                 else:
-                    report.problems.append(Problem(item.shown, payload, status == "internal"))
+                    internal = status == "internal"
+                    detail = "".join(payload[1:])
+                    report.problems.append(Problem(item.shown, payload[0], internal, detail))
 
     def _remember(self, item: _Pending, rows: list[Row] | None) -> None:
         if self.cache:

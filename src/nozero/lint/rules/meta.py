@@ -7,8 +7,14 @@ from nozero.lint.rules.base import Rule
 
 class SyntaxErrorRule(Rule):
     code = "NZ001"
-    VALID = ["x = 1\n"]
-    INVALID = ["def step(grads:\n    return grads\n"]
+    VALID = [
+        "x = 1\n",
+        "def step(grads:\n    return grads\n",  # no trigger text: not nozero's to parse
+        "import jax.numpy as jnp\n\ntype Grads = dict[str, jnp.ndarray]\n\n\n"
+        "def all_finite[T](tree: T) -> bool:\n"
+        "    return all(bool(jnp.isfinite(g).all()) for g in tree.values())\n",
+    ]
+    INVALID = ["import jax.numpy as jnp\n\n\ndef step(grads:\n    return jnp.nan_to_num(grads)\n"]
 
 
 class NoqaWithoutReason(Rule):
