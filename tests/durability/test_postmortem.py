@@ -198,9 +198,18 @@ def test_non_finite_parameters_before_the_step_are_named(tmp_path):
     batch = {"x": np.full((4, 3), 0.1, np.float32)}
     replay = pm.replay_step(naive_logsumexp_loss, params, batch)
     path = pm.write_bundle(
-        tmp_path, step=5, loss=replay.loss, grad_norm=replay.grad_norm, learning_rate=0.1,
-        message=format_message(5, replay.loss, replay.grad_norm), batch=batch,
-        row_indices=np.arange(4), params=params, opt_state=(), replay=replay, config={},
+        tmp_path,
+        step=5,
+        loss=replay.loss,
+        grad_norm=replay.grad_norm,
+        learning_rate=0.1,
+        message=format_message(5, replay.loss, replay.grad_norm),
+        batch=batch,
+        row_indices=np.arange(4),
+        params=params,
+        opt_state=(),
+        replay=replay,
+        config={},
         heads=HEADS,
     )
     text = pm.diagnose(pm.read_bundle(path), None)
