@@ -43,7 +43,12 @@ from nozero_trainer.data import Split, load_dataset
 from nozero_trainer.evaluation import Evaluation, evaluate, predict
 from nozero_trainer.loss import head_weighting
 from nozero_trainer.optim import make_optimizer, make_schedule
-from nozero_trainer.postmortem import replay_step, trainer_loss_with_aux, write_bundle
+from nozero_trainer.postmortem import (
+    repeat_step,
+    replay_step,
+    trainer_loss_with_aux,
+    write_bundle,
+)
 from nozero_trainer.progress import Progress
 from nozero_trainer.run_config import MODEL_SETTINGS, config_differences, run_configuration
 from nozero_trainer.runlog import METRICS, MetricsLog, write_status
@@ -134,13 +139,13 @@ def _write_postmortem(
 ) -> Path:
     """Replay the halted step on the host and keep everything needed to investigate it."""
     context = err.context
+    loss = trainer_loss_with_aux(context.config, weights, mask)
+    optimizer = make_optimizer(context.config)
     replay = replay_step(
-        trainer_loss_with_aux(context.config, weights, mask),
-        context.params,
-        context.batch,
-        optimizer=make_optimizer(context.config),
-        opt_state=context.opt_state,
+        loss, context.params, context.batch, optimizer=optimizer, opt_state=context.opt_state
     )
+    # Twice more, bit for bit, on the machine that failed: does the step even repeat?
+    repeat = repeat_step(loss, context.params, context.batch, optimizer, context.opt_state)
     rows = context.row_indices
     return write_bundle(
         out_dir,
@@ -157,6 +162,7 @@ def _write_postmortem(
         config={**run_config, "peak_lr": context.config.peak_lr},
         heads=context.config.heads,
         restart=restarts,
+        repeat=repeat,
         extra={
             "head_weights": np.asarray(weights).tolist(),
             "head_mask": np.asarray(mask).tolist(),

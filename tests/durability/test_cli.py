@@ -147,6 +147,9 @@ def test_a_halt_leaves_a_bundle_and_the_postmortem_command_diagnoses_it(data_dir
     assert f"halted at step {halt['step']}" in text
     assert "inputs: every value of the batch is finite" in text
     assert "float64 re-run of the step" in text
+    assert halt["repeat"]["identical"] is True  # re-run twice where it failed: same bits
+    assert "(where it failed): bitwise identical" in text
+    assert "(here): bitwise identical" in text
     assert "Lower --peak-lr" in text
 
 

@@ -26,7 +26,9 @@ from nozero_trainer.postmortem.bundle import (
 from nozero_trainer.postmortem.diagnosis import diagnose, diagnose_path, nonfinite_inputs
 from nozero_trainer.postmortem.replay import (
     LossWithAux,
+    Repeat,
     StepReplay,
+    repeat_step,
     replay_step,
     trainer_loss_with_aux,
 )
@@ -36,12 +38,14 @@ __all__ = [
     "ROW_INDICES",
     "Bundle",
     "LossWithAux",
+    "Repeat",
     "StepReplay",
     "diagnose",
     "diagnose_path",
     "find_bundles",
     "nonfinite_inputs",
     "read_bundle",
+    "repeat_step",
     "replay_step",
     "trainer_loss_with_aux",
     "write_bundle",

@@ -13,7 +13,7 @@ import numpy as np
 
 from nozero._atomic import fsync_dir
 from nozero_trainer import strict_json
-from nozero_trainer.postmortem.replay import StepReplay
+from nozero_trainer.postmortem.replay import Repeat, StepReplay
 from nozero_trainer.pytree_npz import nonfinite_leaves, read_npz, tree_to_arrays, write_npz
 from nozero_trainer.run_config import config_to_json
 from nozero_trainer.runlog import METRICS, read_metrics
@@ -52,11 +52,13 @@ def write_bundle(
     config: Mapping[str, Any],
     heads: Sequence[str],
     restart: int = 0,
+    repeat: Repeat | None = None,
     extra: Mapping[str, Any] | None = None,
 ) -> Path:
     """Write a post-mortem bundle into ``run_dir/postmortem`` (assembled aside, then renamed).
 
-    ``extra`` goes into ``halt.json`` as it is: whatever the replay needs beyond the
+    ``repeat`` is the bitwise comparison of two float32 re-runs of the step, made where
+    the run failed. ``extra`` goes into ``halt.json`` as it is: whatever the replay needs beyond the
     configuration (the loss's per-head weights and mask, for instance).
     """
     root = Path(run_dir) / POSTMORTEM_DIR
@@ -91,6 +93,7 @@ def write_bundle(
         "update_norm": replay.update_norm,
         "largest_abs_update": replay.largest_abs_update,
         "nonfinite_update_leaves": replay.nonfinite_update_leaves,
+        "repeat": None if repeat is None else repeat.to_json(),
         "nonfinite_param_leaves": nonfinite_leaves(params),
         "largest_abs_param": max(
             (float(np.max(np.abs(a))) for a in param_arrays.values() if a.size),

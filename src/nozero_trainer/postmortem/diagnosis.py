@@ -14,7 +14,13 @@ from nozero_trainer.config import TrainConfig
 from nozero_trainer.model import init_params
 from nozero_trainer.optim import make_optimizer
 from nozero_trainer.postmortem.bundle import Bundle, find_bundles, read_bundle
-from nozero_trainer.postmortem.replay import StepReplay, replay_step, trainer_loss_with_aux
+from nozero_trainer.postmortem.replay import (
+    Repeat,
+    StepReplay,
+    repeat_step,
+    replay_step,
+    trainer_loss_with_aux,
+)
 from nozero_trainer.pytree_npz import arrays_to_tree
 
 # Trained weights of this model stay far below this; past it the run has diverged.
@@ -63,8 +69,14 @@ def history_before(history: Sequence[Mapping[str, Any]], step: int, count: int =
     return [dict(r) for r in steps[-count:]]
 
 
-def diagnose(bundle: Bundle, float64_replay: StepReplay | None) -> str:
-    """A diagnosis a person can act on, as text."""
+def diagnose(
+    bundle: Bundle, float64_replay: StepReplay | None, repeat: Repeat | None = None
+) -> str:
+    """A diagnosis a person can act on, as text.
+
+    ``repeat`` is a bitwise comparison of two float32 re-runs made now; the bundle may
+    hold another, made where the run failed.
+    """
     halt = bundle.halt
     lines = [
         f"post-mortem bundle: {bundle.path}",
@@ -138,8 +150,50 @@ def diagnose(bundle: Bundle, float64_replay: StepReplay | None) -> str:
         lines.append("no logged steps before the halt (metrics.jsonl has none)")
 
     lines.append("")
+    lines.extend(_repeat_verdict(halt, repeat))
     lines.extend(_precision_verdict(float64_replay, bool(bad_inputs), halt))
     return "\n".join(lines) + "\n"
+
+
+def _repeat_verdict(halt: Mapping[str, Any], now: Repeat | None) -> list[str]:
+    """Does the step give the same bits twice, and does the re-run fail as the run did?"""
+    lines = []
+    for where, repeat in (("where it failed", halt.get("repeat")), ("here", now)):
+        if repeat is None:
+            continue
+        if isinstance(repeat, Repeat):
+            repeat = repeat.to_json()
+        if repeat["identical"]:
+            lines.append(
+                f"float32 step run twice from the same state ({where}): bitwise identical "
+                f"in all {repeat['compared']} outputs: the computation is deterministic."
+            )
+        else:
+            lines += [
+                f"float32 step run twice from the same state ({where}): the results DIFFER "
+                f"in {len(repeat['differing'])} of {repeat['compared']} outputs "
+                f"({_limited(repeat['differing'])}):",
+                "  → the computation is not deterministic: suspect the hardware or a",
+                "    non-deterministic kernel; the failure may be transient, so resume from",
+                "    the last checkpoint and see whether it repeats.",
+            ]
+    replayed = halt.get("replay", {})
+    run_failed = not (math.isfinite(halt["loss"]) and math.isfinite(halt["grad_norm"]))
+    replay_failed = not (
+        math.isfinite(replayed.get("loss", math.nan))
+        and math.isfinite(replayed.get("grad_norm", math.nan))
+    )
+    if replayed and run_failed and not replay_failed:
+        lines += [
+            "the float32 re-run of the step is finite, although the run's step was not:",
+            "  → the failure did not repeat; suspect the hardware or a non-deterministic",
+            "    kernel of the training step (a transient fault) rather than the data.",
+        ]
+    elif replayed and run_failed:
+        lines.append(
+            "the float32 re-run fails as the run did: the failure repeats from this state."
+        )
+    return lines
 
 
 def _update_lines(halt: Mapping[str, Any]) -> list[str]:
@@ -224,7 +278,8 @@ def diagnose_path(path: str | os.PathLike[str]) -> str:
         optimizer.init(params), bundle.opt_state, str(bundle.path / "opt_state.npz")
     )
     replay = replay_step(loss, params, bundle.batch, True, optimizer, opt_state)
-    text = diagnose(bundle, replay)
+    repeat = repeat_step(loss, params, bundle.batch, optimizer, opt_state)
+    text = diagnose(bundle, replay, repeat)
     if len(bundles) > 1:
         older = ", ".join(b.name for b in bundles[:-1])
         text += f"\nearlier halts of this run (diagnose each by its path): {older}\n"

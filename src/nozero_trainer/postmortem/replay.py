@@ -182,3 +182,66 @@ def trainer_loss_with_aux(
         return total, {"terms": terms, "stages": stages}
 
     return loss
+
+
+@dataclass
+class Repeat:
+    """The same float32 step run twice from the same state, compared bit for bit."""
+
+    identical: bool
+    differing: list[str]  # outputs whose bits differ between the two runs
+    compared: int  # outputs compared (loss, terms, stages, gradients, updates)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"identical": self.identical, "differing": self.differing, "compared": self.compared}
+
+
+def _step_outputs(
+    loss_with_aux: LossWithAux, optimizer: optax.GradientTransformation | None
+) -> Callable[[Any, Mapping[str, Any], Any], dict[str, Any]]:
+    """One jitted function returning every output of the step, each under a name."""
+    names: list[str] = []
+
+    def outputs(params: Any, batch: Mapping[str, Any], opt_state: Any) -> dict[str, Any]:
+        def loss(params: Any) -> tuple[Any, Any]:
+            value, aux = loss_with_aux(params, batch)
+            return value, aux
+
+        (value, aux), grads = jax.value_and_grad(loss, has_aux=True)(params)
+        out = {"loss": value}
+        out.update({f"terms/{k}": v for k, v in aux["terms"].items()})
+        out.update({f"stages/{name}": v for name, v in aux.get("stages", [])})
+        out["grads"] = grads
+        if optimizer is not None:
+            out["updates"] = optimizer.update(grads, opt_state, params)[0]
+        names[:] = list(out)
+        return out
+
+    return jax.jit(outputs)
+
+
+def repeat_step(
+    loss_with_aux: LossWithAux,
+    params: Any,
+    batch: Mapping[str, Any],
+    optimizer: optax.GradientTransformation | None = None,
+    opt_state: Any = None,
+) -> Repeat:
+    """Run the step twice in float32 from the same state and compare every output's bits.
+
+    The same compiled program on the same inputs must give the same bits. When it does
+    not, the computation is not deterministic: the hardware or a non-deterministic kernel
+    (an atomic reduction) is to suspect, and the failure may be transient.
+    """
+    step = _step_outputs(loss_with_aux, optimizer)
+    first, second = (
+        tree_to_arrays(jax.device_get(step(params, batch, opt_state))) for _ in range(2)
+    )
+    differing = [
+        name
+        for name, array in first.items()
+        if array.dtype != second[name].dtype
+        or array.shape != second[name].shape
+        or np.ascontiguousarray(array).tobytes() != np.ascontiguousarray(second[name]).tobytes()
+    ]
+    return Repeat(identical=not differing, differing=differing, compared=len(first))
