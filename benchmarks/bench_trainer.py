@@ -122,9 +122,11 @@ def bench_training(cls, labels, weights, mask, repeats: int) -> list[dict]:
         baseline_step = make_baseline_step(config, weights, mask)
         measures = {
             "trainer": lambda c=config: loop.train_arrays(
-                c, *on_device, head_weights=weights, head_mask=mask),
+                c, *on_device, head_weights=weights, head_mask=mask
+            ),
             "guard off": lambda c=config: loop.train_arrays(
-                c, *on_device, head_weights=weights, head_mask=mask, guard=False),
+                c, *on_device, head_weights=weights, head_mask=mask, guard=False
+            ),
             "baseline": lambda c=config, s=baseline_step: baseline_train(c, cls, labels, s),
         }
         say(f"training, {name}: compiling")
@@ -132,13 +134,17 @@ def bench_training(cls, labels, weights, mask, repeats: int) -> list[dict]:
         say(f"training, {name}: {repeats} interleaved runs of {steps} steps each")
         times = interleaved(measures, repeats)
         per_second = {k: steps / min(t) for k, t in times.items()}
-        results.append({
-            "config": name, "steps": steps, "steps_per_s": per_second,
-            "first_run_s": compile_times,
-            "flops_per_step": train_step_flops(config, cls.shape[1], labels.shape[1]),
-            "vs_baseline": paired_ratio(times, "baseline", "trainer"),
-            "guard_overhead": paired_ratio(times, "trainer", "guard off") - 1,
-        })
+        results.append(
+            {
+                "config": name,
+                "steps": steps,
+                "steps_per_s": per_second,
+                "first_run_s": compile_times,
+                "flops_per_step": train_step_flops(config, cls.shape[1], labels.shape[1]),
+                "vs_baseline": paired_ratio(times, "baseline", "trainer"),
+                "guard_overhead": paired_ratio(times, "trainer", "guard off") - 1,
+            }
+        )
         say(json.dumps(results[-1]))
     return results
 
@@ -149,8 +155,12 @@ def bench_loader(split_dir: Path, row_by_row_rows: int) -> dict[str, dict]:
     fast = [("pyarrow", []), ("ours", [])] * 5
     for kind, extra in [("row_by_row", [str(row_by_row_rows)]), *fast]:
         say(f"loader: {kind}")
-        done = subprocess.run([sys.executable, str(script), kind, str(split_dir), *extra],
-                              capture_output=True, text=True, check=True)
+        done = subprocess.run(
+            [sys.executable, str(script), kind, str(split_dir), *extra],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         result = json.loads(done.stdout.strip().splitlines()[-1])
         result["rows_per_s"] = result["rows"] / result["seconds"]
         if kind not in out or result["seconds"] < out[kind]["seconds"]:
@@ -182,11 +192,16 @@ def render(train: list[dict], loader: dict[str, dict], rate: float, shape: str) 
         "| loader | rows | rows/s | seconds | peak memory added | returned arrays |",
         "| --- | ---: | ---: | ---: | ---: | ---: |",
     ]
-    for label, r in (("trainer (`load_split`)", ours), ("pyarrow read only (floor)", floor),
-                     ("row by row `to_pylist()`", naive)):
+    for label, r in (
+        ("trainer (`load_split`)", ours),
+        ("pyarrow read only (floor)", floor),
+        ("row by row `to_pylist()`", naive),
+    ):
         returned = f"{r['returned_bytes'] * mib:.0f} MiB" if r["returned_bytes"] else "—"
-        lines.append(f"| {label} | {r['rows']} | {r['rows_per_s']:,.0f} | {r['seconds']:.2f} | "
-                     f"{r['peak_added_bytes'] * mib:.0f} MiB | {returned} |")
+        lines.append(
+            f"| {label} | {r['rows']} | {r['rows_per_s']:,.0f} | {r['seconds']:.2f} | "
+            f"{r['peak_added_bytes'] * mib:.0f} MiB | {returned} |"
+        )
     lines += [
         "",
         f"Loader: {ours['rows_per_s'] / naive['rows_per_s']:.0f}x the row-by-row loader's "
@@ -198,13 +213,25 @@ def render(train: list[dict], loader: dict[str, dict], rate: float, shape: str) 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=Path("/tmp/nozero-bench-trainer"),
-                        help="synthetic shards (made here if missing)")
-    parser.add_argument("--repeats", type=int, default=18,
-                        help="interleaved rounds (a multiple of 3: each contender runs in each "
-                             "place equally often)")
-    parser.add_argument("--row-by-row-rows", type=int, default=10_000,
-                        help="rows the slow row-by-row loader reads (its rows/s is reported)")
+    parser.add_argument(
+        "--data",
+        type=Path,
+        default=Path("/tmp/nozero-bench-trainer"),
+        help="synthetic shards (made here if missing)",
+    )
+    parser.add_argument(
+        "--repeats",
+        type=int,
+        default=18,
+        help="interleaved rounds (a multiple of 3: each contender runs in each "
+        "place equally often)",
+    )
+    parser.add_argument(
+        "--row-by-row-rows",
+        type=int,
+        default=10_000,
+        help="rows the slow row-by-row loader reads (its rows/s is reported)",
+    )
     parser.add_argument("--out", type=Path, default=HERE / "trainer_results.json")
     args = parser.parse_args(argv)
 
@@ -231,9 +258,19 @@ def main(argv: list[str] | None = None) -> int:
     table = render(train, loader, rate, shape)
     print(table)
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps({"matmul_flops": rate, "matmul_shape": shape,
-                                    "training": train, "loader": loader,
-                                    "table": table}, indent=2) + "\n")
+    args.out.write_text(
+        json.dumps(
+            {
+                "matmul_flops": rate,
+                "matmul_shape": shape,
+                "training": train,
+                "loader": loader,
+                "table": table,
+            },
+            indent=2,
+        )
+        + "\n"
+    )
     return 0
 
 

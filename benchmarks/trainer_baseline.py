@@ -30,8 +30,13 @@ def make_baseline_step(config: TrainConfig, weights: np.ndarray, mask: np.ndarra
     def loss_fn(params, x, y):
         logits = apply_model(params, x)
         return multilabel_focal_loss(
-            logits, y, head_weights=weights, head_mask=mask, focal_gamma=config.focal_gamma,
-            focal_alpha=config.focal_alpha, label_smoothing=config.label_smoothing,
+            logits,
+            y,
+            head_weights=weights,
+            head_mask=mask,
+            focal_gamma=config.focal_gamma,
+            focal_alpha=config.focal_alpha,
+            label_smoothing=config.label_smoothing,
             reverse_ce_weight=config.reverse_ce_weight,
         )[0]
 
