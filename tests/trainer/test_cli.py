@@ -184,6 +184,7 @@ def test_bad_data_exits_2_naming_the_directory(tmp_path, capsys):
     code = main(["train", "--data", str(tmp_path / "missing"), "--out", str(tmp_path / "r")])
     assert code == 2
     assert "missing: data directory does not exist" in capsys.readouterr().err
+    assert not (tmp_path / "r").exists()
 
 
 def test_halt_exits_3_with_the_documented_error_and_no_finished_marker(synthetic_dir, tmp_path):
