@@ -48,6 +48,11 @@ def _cli(*args: str, timeout: int = 300) -> subprocess.CompletedProcess:
     )
 
 
+def _train(data: Path, out: Path, *flags: str) -> int:
+    """``nozero-train train`` through its entry point in this process."""
+    return main(["train", "--data", str(data), "--out", str(out), *flags])
+
+
 def _events(run: Path) -> list[dict]:
     return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
 
@@ -71,18 +76,7 @@ def test_make_data_then_train_writes_metrics_and_finished_status(tmp_path, capsy
 
 
 def test_bad_setting_exits_2_naming_it(synthetic_dir, tmp_path, capsys):
-    code = main(
-        [
-            "train",
-            "--data",
-            str(synthetic_dir),
-            "--out",
-            str(tmp_path / "r"),
-            *SMALL,
-            "--focal-gamma",
-            "-1",
-        ]
-    )
+    code = _train(synthetic_dir, tmp_path / "r", *SMALL, "--focal-gamma", "-1")
     assert code == 2
     assert "--focal-gamma: must be finite and >= 0, got -1.0" in capsys.readouterr().err
     assert not (tmp_path / "r").exists()  # refused before anything was created
@@ -92,25 +86,8 @@ def test_bad_setting_exits_2_naming_it(synthetic_dir, tmp_path, capsys):
 
 
 def test_every_bad_setting_is_reported_at_once_before_the_data_is_read(tmp_path, capsys):
-    code = main(
-        [
-            "train",
-            "--data",
-            str(tmp_path / "nowhere"),
-            "--out",
-            str(tmp_path / "r"),
-            "--steps",
-            "0",
-            "--peak-lr",
-            "-1",
-            "--hidden-dims",
-            "8,x",
-            "--seed",
-            "1.5",
-            "--max-restarts",
-            "-1",
-        ]
-    )
+    bad = ["--steps", "0", "--peak-lr", "-1", "--hidden-dims", "8,x", "--seed", "1.5"]
+    code = _train(tmp_path / "nowhere", tmp_path / "r", *bad, "--max-restarts", "-1")
     assert code == 2
     lines = capsys.readouterr().err.splitlines()
     assert lines[0] == "nozero-train: error: 6 bad settings:"
@@ -122,18 +99,7 @@ def test_every_bad_setting_is_reported_at_once_before_the_data_is_read(tmp_path,
 
 
 def test_a_setting_the_data_rules_out_creates_nothing(synthetic_dir, tmp_path, capsys):
-    code = main(
-        [
-            "train",
-            "--data",
-            str(synthetic_dir),
-            "--out",
-            str(tmp_path / "r"),
-            *SMALL,
-            "--batch-size",
-            "100000",
-        ]
-    )
+    code = _train(synthetic_dir, tmp_path / "r", *SMALL, "--batch-size", "100000")
     assert code == 2
     assert "--batch-size: 100000 is larger than the training set" in capsys.readouterr().err
     assert not (tmp_path / "r").exists()
