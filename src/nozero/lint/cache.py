@@ -25,6 +25,7 @@ from collections.abc import Collection
 from pathlib import Path
 
 from nozero import __version__
+from nozero._atomic import atomic_write_text
 
 FORMAT_VERSION = 1
 RACY_WINDOW_NS = 2_000_000_000
@@ -118,19 +119,12 @@ class Cache:
 def write_json_atomically(path: Path, data: object) -> None:
     """Temp file and rename: a reader sees the old cache or the new one, never half of
     one. Failing to write (a read-only checkout) only means running without a cache."""
-    # A name no other process can hold (pid and clock), created exclusively.
-    temp = path.with_name(f".tmp-{os.getpid()}-{time.time_ns()}.json")
-    created = False
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         _mark_cache_directory(path.parent)
-        with temp.open("x", encoding="utf-8") as out:
-            created = True
-            json.dump(data, out, separators=(",", ":"))
-        os.replace(temp, path)
+        atomic_write_text(path, json.dumps(data, separators=(",", ":")), durable=False)
     except OSError:
-        if created:
-            temp.unlink(missing_ok=True)
+        pass
 
 
 def _mark_cache_directory(directory: Path) -> None:
