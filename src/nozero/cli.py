@@ -67,33 +67,18 @@ def _parser() -> argparse.ArgumentParser:
     lint.add_argument("--format", choices=("text", "json", "sarif", "github"), default="text")
     lint.add_argument("--statistics", action="store_true", help="count findings per code")
     lint.add_argument("--exit-zero", action="store_true", help="exit 0 even with findings")
-    lint.add_argument(
-        "--select",
-        type=_codes,
-        help="comma-separated codes or prefixes, or ALL; replaces the configured select",
-    )
-    lint.add_argument(
-        "--ignore",
-        type=_codes,
-        action="extend",
-        default=[],
-        help="comma-separated codes or prefixes to drop",
-    )
-    lint.add_argument(
-        "--require-reason",
-        action="store_true",
-        help="a # noqa needs text after the code to suppress a finding",
-    )
+    lint.add_argument("--select", type=_codes, help="comma-separated codes or prefixes, or ALL;"
+                      " replaces the configured select")
+    lint.add_argument("--ignore", type=_codes, action="extend", default=[],
+                      help="comma-separated codes or prefixes to drop")
+    lint.add_argument("--require-reason", action="store_true",
+                      help="a # noqa needs text after the code to suppress a finding")
     lint.add_argument("--no-cache", action="store_true", help="neither read nor write the cache")
     lint.add_argument("--cache-dir", type=Path, help="default: .nozero_cache in the project root")
     lint.add_argument("--stdin-filename", help="the path to report (and configure) stdin as")
     lint.add_argument("--config", type=Path, help="a pyproject.toml to use instead of the nearest")
-    lint.add_argument(
-        "--jobs",
-        type=int,
-        default=os.cpu_count() or 1,
-        help="worker processes (default: the number of CPUs)",
-    )
+    lint.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
+                      help="worker processes (default: the number of CPUs)")
     lint.set_defaults(handler=_lint)
 
     rules = commands.add_parser("rules", help="list the rules")
@@ -129,7 +114,9 @@ def _lint(args: argparse.Namespace) -> int:
     return _report(args, report, infos)
 
 
-def _prepare(args: argparse.Namespace, start: Path) -> tuple[Settings, Runner, dict[str, RuleInfo]]:
+def _prepare(
+    args: argparse.Namespace, start: Path
+) -> tuple[Settings, Runner, dict[str, RuleInfo]]:
     """Settings, a runner with its selection and cache, and the rules' descriptions."""
     from nozero.lint.cache import Cache, cached_rule_infos, config_key
     from nozero.lint.config import load_settings, select_codes

@@ -101,9 +101,8 @@ class Cache:
     def lookup(self, digest: str) -> list[Row] | None:
         return self.results.get(digest)
 
-    def store(
-        self, path: str | None, stat: os.stat_result | None, digest: str, rows: list[Row] | None
-    ) -> None:
+    def store(self, path: str | None, stat: os.stat_result | None, digest: str,
+              rows: list[Row] | None) -> None:
         """Record ``path``'s fingerprint (if trustworthy) and, when given, its findings."""
         if rows is not None:
             self.results[digest] = rows

@@ -159,7 +159,9 @@ def _string_list(value: object, where: str) -> tuple[str, ...]:
     return tuple(value)
 
 
-def _per_file_ignores(value: object, settings: Settings) -> tuple[tuple[str, tuple[str, ...]], ...]:
+def _per_file_ignores(
+    value: object, settings: Settings
+) -> tuple[tuple[str, tuple[str, ...]], ...]:
     if not isinstance(value, dict):
         raise ConfigError(
             f"{settings.where('per-file-ignores')}: expected a table of glob = [codes],"

@@ -39,6 +39,8 @@ SYNTAX_ERROR = "NZ001"
 NOQA_WITHOUT_REASON = "NZ002"
 
 
+
+
 def lint_source(
     source: str,
     path: str = "<stdin>",
@@ -120,9 +122,8 @@ def _candidate_units(
     sanitizes or tests), narrowed to the statements holding them. Finding the helpers and
     flags needs the functions that hold triggers, hence the fixed point."""
     names = set(TRIGGER_WORDS) | facts.scope(0).flags
-    names |= {
-        local for local, qualified in facts.aliases.items() if last_part(qualified) in TRIGGER_WORDS
-    }
+    names |= {local for local, qualified in facts.aliases.items()
+              if last_part(qualified) in TRIGGER_WORDS}
     triggers = prefilter.TriggerLines(source, lines)
     triggers.add_words(names - TRIGGER_WORDS)
     while True:
@@ -192,16 +193,17 @@ def _visit(
     return ctx.hits
 
 
-def _visit_unit(
-    unit: prefilter.Unit, lines: list[str], rules: list[Rule], facts: FileFacts
-) -> list[Hit]:
+def _visit_unit(unit: prefilter.Unit, lines: list[str], rules: list[Rule],
+                facts: FileFacts) -> list[Hit]:
     text = unit.text(lines)
     def_lines = [fn.lineno for fn in unit.functions()]
     if not unit.nested:
         return _visit(text, unit.first - 1, def_lines, rules, facts)
     first_line = lines[unit.first - 1]
-    newline = first_line[len(first_line.rstrip("\r\n")) :] or "\n"
-    return _visit(f"if 1:{newline}{text}", unit.first - 2, def_lines, rules, facts, unit.enclosing)
+    newline = first_line[len(first_line.rstrip("\r\n")):] or "\n"
+    return _visit(
+        f"if 1:{newline}{text}", unit.first - 2, def_lines, rules, facts, unit.enclosing
+    )
 
 
 def _run_rules(source: str, tree: ast.Module, rules: list[Rule], shortcuts: bool) -> list[Hit]:
@@ -250,3 +252,4 @@ def _apply_noqa(
         if check_reasons and (noqa.codes is None or any(c.startswith("NZ") for c in noqa.codes))
     }
     return sorted(findings)
+

@@ -17,28 +17,9 @@ from pathlib import Path
 
 # Directories nobody wants linted; ``exclude`` replaces this list, ``extend-exclude`` adds.
 DEFAULT_EXCLUDE: tuple[str, ...] = (
-    ".bzr",
-    ".direnv",
-    ".eggs",
-    ".git",
-    ".hg",
-    ".mypy_cache",
-    ".nox",
-    ".nozero_cache",
-    ".pytest_cache",
-    ".pytype",
-    ".ruff_cache",
-    ".svn",
-    ".tox",
-    ".venv",
-    "__pycache__",
-    "__pypackages__",
-    "_build",
-    "buck-out",
-    "build",
-    "dist",
-    "node_modules",
-    "venv",
+    ".bzr", ".direnv", ".eggs", ".git", ".hg", ".mypy_cache", ".nox", ".nozero_cache",
+    ".pytest_cache", ".pytype", ".ruff_cache", ".svn", ".tox", ".venv", "__pycache__",
+    "__pypackages__", "_build", "buck-out", "build", "dist", "node_modules", "venv",
 )
 
 PYTHON_SUFFIXES = (".py", ".pyi")

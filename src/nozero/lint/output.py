@@ -58,19 +58,16 @@ def statistics(findings: Sequence[Finding], fmt: str, rules: Mapping[str, RuleIn
     """How many findings each code has, most frequent first (JSON for ``--format json``)."""
     counts = sorted(Counter(f.code for f in findings).items(), key=lambda kv: (-kv[1], kv[0]))
     rows = [
-        {
-            "code": code,
-            "name": _info(code, rules).name,
-            "count": count,
-            "message": _info(code, rules).message,
-        }
+        {"code": code, "name": _info(code, rules).name, "count": count,
+         "message": _info(code, rules).message}
         for code, count in counts
     ]
     if fmt == "json":
         return json.dumps(rows, indent=2) + "\n"
     width = max((len(str(row["count"])) for row in rows), default=1)
     return "".join(
-        f"{row['count']:>{width}}  {row['code']}  {row['name']}: {row['message']}\n" for row in rows
+        f"{row['count']:>{width}}  {row['code']}  {row['name']}: {row['message']}\n"
+        for row in rows
     )
 
 

@@ -30,10 +30,8 @@ from nozero.lint.signal import FunctionNode, compares_itself
 def could_hold_finding(text: str) -> bool:
     """False only when no rule can flag anything in ``text`` (one file)."""
     return bool(
-        (
-            any(word in text for word in vocab.TRIGGER_WORDS)
-            and vocab.word_offsets(text, vocab.TRIGGER_WORDS)
-        )
+        (any(word in text for word in vocab.TRIGGER_WORDS)
+         and vocab.word_offsets(text, vocab.TRIGGER_WORDS))
         or ("!=" in text and vocab.self_comparisons(text))
         or ("except" in text and vocab.NONFINITE_TEXT.search(text))
     )
@@ -84,6 +82,9 @@ def _any_within(sorted_lines: list[int], first: int, last: int) -> bool:
 def split_lines(source: str) -> list[str]:
     """Lines as the Python tokenizer counts them (``\\n``, ``\\r\\n`` or ``\\r``), with ends."""
     return io.StringIO(source, newline="").readlines()
+
+
+
 
 
 @dataclass

@@ -100,7 +100,9 @@ def lint_one(shown: str, data: bytes, job: Job) -> tuple[str, list[Row] | str]:
     except ValueError as err:
         return "undecodable", str(err)
     try:
-        findings = lint_source(source, shown, select=job.enabled, require_reason=job.require_reason)
+        findings = lint_source(
+            source, shown, select=job.enabled, require_reason=job.require_reason
+        )
     except Exception:  # noqa: BLE001 - reported with the path, then the run goes on
         return "internal", traceback.format_exc(limit=-3)
     return "ok", [[f.line, f.col, f.code, f.message, f.end_line] for f in findings]

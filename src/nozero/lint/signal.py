@@ -173,10 +173,8 @@ class FileFacts:
         """The same-file function a call goes to (``helper(...)``, ``self.helper(...)``)."""
         if isinstance(func, ast.Name):
             name = func.id
-        elif (
-            isinstance(func, ast.Attribute)
-            and isinstance(func.value, ast.Name)
-            and (func.value.id in ("self", "cls"))
+        elif isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name) and (
+            func.value.id in ("self", "cls")
         ):
             name = func.attr
         else:
@@ -247,7 +245,9 @@ class FileFacts:
     def _is_grad_transform(self, value: ast.expr, scope: Scope) -> bool:
         if isinstance(value, ast.Call):
             qualified = self.qualified(value.func) or ""
-            if last_part(qualified) in vocab.GRAD_TRANSFORMS and not qualified.startswith("torch."):
+            if last_part(qualified) in vocab.GRAD_TRANSFORMS and not qualified.startswith(
+                "torch."
+            ):
                 return True
             if last_part(qualified) == "partial" and value.args:
                 return self._is_grad_transform(value.args[0], scope)
@@ -312,7 +312,9 @@ class FileFacts:
             return any(self._test(v, lens) for v in expr.values)
         if isinstance(expr, ast.UnaryOp):
             return self._test(expr.operand, lens)
-        if isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.BitAnd | ast.BitOr | ast.BitXor):
+        if isinstance(expr, ast.BinOp) and isinstance(
+            expr.op, ast.BitAnd | ast.BitOr | ast.BitXor
+        ):
             return any(self._test(e, lens) for e in (expr.left, expr.right))
         if isinstance(expr, ast.Attribute):  # ``jnp.isnan(g).any`` before it is called
             return self._test(expr.value, lens)
@@ -408,12 +410,9 @@ class FileFacts:
         if isinstance(expr, ast.Lambda):  # ``tree.map(lambda n, o: ...)``: leaves of signal
             inner = Scope(scope.signal | parameter_names(expr), scope.grad_functions, scope.flags)
             return self._mentions(expr.body, names, inner)
-        if (
-            isinstance(expr, ast.Call)
-            and expr.args
-            and last_part(self.qualified(expr.func) or getattr(expr.func, "attr", None))
-            in vocab.SELECTORS
-        ):
+        if isinstance(expr, ast.Call) and expr.args and last_part(
+            self.qualified(expr.func) or getattr(expr.func, "attr", None)
+        ) in vocab.SELECTORS:
             chosen = [*expr.args[1:], *(k.value for k in expr.keywords)]
             if any(self.is_signal(a, scope) for a in chosen):
                 return any(self._mentions(a, names, scope) for a in chosen)
@@ -449,8 +448,7 @@ class FileFacts:
     def _returns_signal(self, fn: FunctionNode) -> bool:
         scope = self.scope(fn.lineno)
         return any(
-            isinstance(node, ast.Return)
-            and node.value is not None
+            isinstance(node, ast.Return) and node.value is not None
             and self.is_signal(node.value, scope)
             for node in scope_nodes(fn)
         )
@@ -463,10 +461,8 @@ class FileFacts:
     def _tests_parameter(self, fn: FunctionNode) -> bool:
         candidates = self.flag_candidates(fn)
         returns = [
-            node.value
-            for node in scope_nodes(fn)
-            if isinstance(node, ast.Return)
-            and isinstance(node.value, ast.expr)
+            node.value for node in scope_nodes(fn)
+            if isinstance(node, ast.Return) and isinstance(node.value, ast.expr)
             and self.may_be_test(node.value, candidates)
         ]
         if not returns:  # screened without computing the function's scope

@@ -17,26 +17,16 @@ MASKED_FILL = frozenset({"masked_fill", "masked_fill_"})
 # What a substitution puts in place of a non-finite value: a constant fill (``zeros_like``)
 # or a named constant (``jnp.nan``), as opposed to another computed value.
 CONSTANT_FILLS = frozenset(
-    {
-        "zeros",
-        "zeros_like",
-        "ones",
-        "ones_like",
-        "full",
-        "full_like",
-        "fill",
-        "constant",
-        "array",
-        "asarray",
-        "tensor",
-        "float",
-    }
+    {"zeros", "zeros_like", "ones", "ones_like", "full", "full_like", "fill", "constant",
+     "array", "asarray", "tensor", "float"}
 )
 CONSTANT_NAMES = frozenset({"nan", "inf", "NaN", "Inf", "pi", "e"})
 # Calls that pick between two values elementwise or as a whole.
 SELECTORS = frozenset({"where", "select", "cond", "switch"})
 # Exceptions raised for non-finite arithmetic.
-NONFINITE_EXCEPTIONS = frozenset({"FloatingPointError", "ArithmeticError", "NonFiniteError"})
+NONFINITE_EXCEPTIONS = frozenset(
+    {"FloatingPointError", "ArithmeticError", "NonFiniteError"}
+)
 # Broad exceptions whose handler is only suspect when it inspects the message.
 BROAD_EXCEPTIONS = frozenset({"RuntimeError", "Exception", "BaseException"})
 OPTAX_SWITCHES = {
@@ -59,11 +49,7 @@ UPDATE_CALLS = frozenset({"step", "apply_updates", "apply_gradients", "backward"
 
 # Words whose presence (as a whole word) lets a file or a unit of code hold a finding.
 TRIGGER_WORDS = frozenset(
-    PREDICATES
-    | SANITIZERS
-    | NONFINITE_EXCEPTIONS
-    | CHECK_CALLS
-    | set(OPTAX_SWITCHES)
+    PREDICATES | SANITIZERS | NONFINITE_EXCEPTIONS | CHECK_CALLS | set(OPTAX_SWITCHES)
     | {NONFINITE_KEYWORD, NAN_FILTER_KEYWORD}
 )
 
@@ -129,70 +115,29 @@ def _in_dotted_name(char: str) -> bool:
 
 # Training signal by name: identifiers are split into words (snake and camel case).
 SIGNAL_WORDS = frozenset(
-    {
-        "grad",
-        "grads",
-        "gradient",
-        "gradients",
-        "loss",
-        "losses",
-        "updates",
-        "params",
-        "param",
-        "parameters",
-        "gnorm",
-        "criterion",
-    }
+    {"grad", "grads", "gradient", "gradients", "loss", "losses", "updates", "params",
+     "param", "parameters", "gnorm", "criterion"}
 )
 SIGNAL_NAMES = frozenset(
-    {"g", "gs", "update", "opt_state", "optimizer_state", "optstate", "train_state", "trainstate"}
+    {"g", "gs", "update", "opt_state", "optimizer_state", "optstate",
+     "train_state", "trainstate"}
 )
 # Words that mark a value as a metric, an evaluation score or a plot, never training signal.
 METRIC_WORDS = frozenset(
-    {
-        "val",
-        "valid",
-        "validation",
-        "eval",
-        "evaluation",
-        "test",
-        "holdout",
-        "metric",
-        "metrics",
-        "score",
-        "scores",
-        "acc",
-        "accuracy",
-        "auc",
-        "plot",
-        "hist",
-        "history",
-        "display",
-    }
+    {"val", "valid", "validation", "eval", "evaluation", "test", "holdout", "metric",
+     "metrics", "score", "scores", "acc", "accuracy", "auc", "plot", "hist", "history",
+     "display"}
 )
 # Words that mark a function as evaluation, metrics, plotting or reporting: what it does
 # with a non-finite value does not touch training.
 REPORTING_FUNCTION_WORDS = frozenset(
-    {
-        "plot",
-        "eval",
-        "evaluate",
-        "evaluation",
-        "metric",
-        "metrics",
-        "score",
-        "scores",
-        "display",
-        "visualize",
-        "visualise",
-        "report",
-        "summarize",
-        "summarise",
-        "describe",
-    }
+    {"plot", "eval", "evaluate", "evaluation", "metric", "metrics", "score", "scores",
+     "display", "visualize", "visualise", "report", "summarize", "summarise", "describe"}
 )
 # Calls that produce gradients: the callee returns a gradient function (``jax.grad(f)``) ...
-GRAD_TRANSFORMS = frozenset({"grad", "value_and_grad", "filter_grad", "filter_value_and_grad"})
+GRAD_TRANSFORMS = frozenset(
+    {"grad", "value_and_grad", "filter_grad", "filter_value_and_grad"}
+)
 # ... or the gradients themselves (``torch.autograd.grad``, ``tape.gradient``).
 GRAD_CALLS = frozenset({"gradient", "gradients", "compute_gradients"})
 

@@ -12,12 +12,8 @@ from nozero.lint.rules.base import Context, Rule
 # Functions that apply another function over a pytree or a list, and gradient hooks.
 _MAPPERS = frozenset({"tree_map", "map", "map_structure", "tree_map_with_path"})
 _HOOKS = frozenset(
-    {
-        "register_hook",
-        "register_full_backward_hook",
-        "register_backward_hook",
-        "register_post_accumulate_grad_hook",
-    }
+    {"register_hook", "register_full_backward_hook", "register_backward_hook",
+     "register_post_accumulate_grad_hook"}
 )
 _NUMBER = m.Integer() | m.Float() | m.Imaginary()
 
@@ -52,10 +48,8 @@ def _is_sanitizer_value(node: cst.BaseExpression, ctx: Context) -> bool:
         name = node.value if isinstance(node, cst.Name) else node.attr.value
         if last_part(ctx.qualified(node)) in vocab.SANITIZERS:
             return True
-        return (
-            isinstance(node, cst.Name)
-            and ctx.facts.defines_function(name)
-            and (ctx.facts.is_sanitizer_helper(name))
+        return isinstance(node, cst.Name) and ctx.facts.defines_function(name) and (
+            ctx.facts.is_sanitizer_helper(name)
         )
     if isinstance(node, cst.Call) and ctx.called(node) == "partial" and node.args:
         return _is_sanitizer_value(node.args[0].value, ctx)
@@ -137,9 +131,8 @@ step=step)` raises the documented error. Clean *input data* where it is loaded i
         if ctx.called(node) not in vocab.SANITIZERS:
             return
         subjects = [a.value for a in node.args if a.keyword is None][:1]
-        subjects += [
-            a.value for a in node.args if a.keyword and a.keyword.value in ("x", "input", "out")
-        ]
+        subjects += [a.value for a in node.args if a.keyword and a.keyword.value in
+                     ("x", "input", "out")]
         if isinstance(node.func, cst.Attribute):
             subjects.append(node.func.value)
         if any(ctx.is_signal(s) for s in subjects):
@@ -230,7 +223,8 @@ or over input features is fine and not flagged.
     INVALID = [
         "import jax.numpy as jnp\ngrads = jnp.where(jnp.isnan(grads), 0.0, grads)\n",
         "import torch\nloss = torch.where(torch.isfinite(loss), loss, torch.zeros_like(loss))\n",
-        "import tensorflow as tf\ng = tf.where(tf.math.is_nan(g), tf.zeros_like(g), g)\n",
+        "import tensorflow as tf\n"
+        "g = tf.where(tf.math.is_nan(g), tf.zeros_like(g), g)\n",
         "import jax.numpy as xp\nupdates = xp.where(updates != updates, 0, updates)\n",
         "import math\nloss = loss if math.isfinite(loss) else 0.0\n",
     ]
@@ -355,9 +349,5 @@ loading data is fine and not flagged.
 
 
 RULES: list[type[Rule]] = [
-    NanToNumOnSignal,
-    NanToNumMapped,
-    WhereSubstitutes,
-    MaskedFillNonFinite,
-    MaskedAssignment,
+    NanToNumOnSignal, NanToNumMapped, WhereSubstitutes, MaskedFillNonFinite, MaskedAssignment,
 ]

@@ -38,10 +38,8 @@ def _skip_kind(node: cst.If, ctx: Context) -> str | None:
     tested = _names(node.test)
     for branch in _branches(node):
         for child in walk(branch):
-            if (
-                isinstance(child, cst.Return)
-                and child.value is not None
-                and (_names(child.value) & tested)
+            if isinstance(child, cst.Return) and child.value is not None and (
+                _names(child.value) & tested
             ):
                 return None
             if isinstance(child, _SKIPS):

@@ -154,7 +154,8 @@ class _SwitchOff(Rule):
         else:
             assert isinstance(node, cst.Assign)
             hit = any(
-                m.matches(t.target, m.Attribute(attr=m.Name(self.keyword))) for t in node.targets
+                m.matches(t.target, m.Attribute(attr=m.Name(self.keyword)))
+                for t in node.targets
             )
         if hit and m.matches(node.value, self.bad_value):
             ctx.report(node, self)
@@ -296,10 +297,6 @@ when it is false.
 
 
 RULES: list[type[Rule]] = [
-    OptaxApplyIfFinite,
-    OptaxZeroNans,
-    OptaxSkipNotFinite,
-    ClipGradNormNonFiniteOff,
-    LoggingNanInfFilter,
-    KeepOldOnNonFinite,
+    OptaxApplyIfFinite, OptaxZeroNans, OptaxSkipNotFinite, ClipGradNormNonFiniteOff,
+    LoggingNanInfFilter, KeepOldOnNonFinite,
 ]
