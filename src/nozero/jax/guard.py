@@ -22,7 +22,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import numpy as np
@@ -30,7 +30,15 @@ import numpy as np
 from nozero.jax.convert import converts
 from nozero.jax.halt import GuardHalt, StepContext
 from nozero.jax.optax_record import find_records
-from nozero.jax.record import LOSS, all_finite, columns, first_bad, record_fields, step_record
+from nozero.jax.record import (
+    GRAD_NORM,
+    LOSS,
+    all_finite,
+    columns,
+    first_bad,
+    record_fields,
+    step_record,
+)
 
 StepFn = Callable[..., tuple[Any, Mapping[str, Any]]]
 
@@ -193,7 +201,7 @@ class _Run:
                 self.state_finite, steps = None, 1
         except Exception as err:
             self._locate(
-                err, extra=_Dispatch(self.step, _leading(batch, self.multi), batch, self.multi)
+                err, failed=_Dispatch(self.step, _leading(batch, self.multi), batch, self.multi)
             )
         self.window.append(_Dispatch(self.step, steps, batch, self.multi))
         self.pending.append(record)
@@ -220,16 +228,13 @@ class _Run:
         self.pending = []
         values = columns(records, fields)
         if self.enforce:
-            bad = first_bad(values)
-            bad = _earliest(bad, self._optax_bad(optax_records))
+            bad = _earliest(first_bad(values), self._optax_bad(optax_records))
             if bad is not None:
-                self._record({k: v[: bad + 1] for k, v in values.items()})
-                self._halt(self.synced + bad, values, bad)
+                self._halt(self.synced + bad, values)
             if not bool(finite):
-                # Every recorded step was finite, yet the state is not: the last update
-                # overflowed (an earlier one would have made a later loss non-finite).
-                self._record(values)
-                self._halt(self.step - 1, values, len(values[LOSS]) - 1)
+                # Every recorded step was finite, yet the state is not: an update
+                # overflowed. Replaying every step finds the one that did.
+                self._halt(None, values)
         self._record(values)
         self.synced = self.step
         self.confirmed = self.state
@@ -260,10 +265,26 @@ class _Run:
             for k in fields
         }
 
-    def _halt(self, step: int, values: dict[str, np.ndarray], position: int) -> None:
-        loss = float(values[LOSS][position])
-        grad_norm = float(values["grad_norm"][position])
-        raise self._error(step, loss, grad_norm, self._replay(step))
+    def _halt(self, stop: int | None, values: dict[str, np.ndarray]) -> None:
+        """Raise for the first bad step: ``stop`` (``None``: the last) or an earlier update.
+
+        The replay from the confirmed state rebuilds the state from before the step and
+        checks each step's update on the way: an update that left the state non-finite
+        halts at its own step (with its finite values), never one step late.
+        """
+        last = self.synced + len(values[LOSS]) - 1
+        found, before = self._replay(last + 1 if stop is None else stop)
+        if found is None:  # the step at ``stop`` (or, replayed clean, the last one)
+            step = last if stop is None else stop
+            if stop is None:
+                before = self._replay(last, check=False)[1]
+            position = step - self.synced
+            loss, grad_norm = float(values[LOSS][position]), float(values[GRAD_NORM][position])
+        else:
+            step, before, loss, grad_norm = found.step, found.before, found.loss, found.grad_norm
+            position = step - self.synced
+        self._record({k: v[: position + 1] for k, v in values.items()})
+        raise self._error(step, loss, grad_norm, before)
 
     def _error(self, step: int, loss: float, grad_norm: float, before: Any) -> GuardHalt:
         context: Any = StepContext(step, loss, grad_norm, before, self._batch_at(step))
@@ -271,29 +292,48 @@ class _Run:
             context = self.context(context)
         return GuardHalt(step, loss, grad_norm, context)
 
-    def _steps_since_confirmed(self, extra: _Dispatch | None = None):
+    def _steps_since_confirmed(self):
         """``(step, dispatch, position)`` for every step run since the confirmed state."""
-        for dispatch in [*self.window, *([extra] if extra else [])]:
+        for dispatch in self.window:
             for i in range(dispatch.steps):
                 yield dispatch.first + i, dispatch, i
 
-    def _one_step(self, state: Any, dispatch: _Dispatch, position: int) -> Any:
-        """Run one step of ``dispatch`` again, with the single step when there is one."""
+    def _one_step(self, state: Any, dispatch: _Dispatch, position: int) -> tuple[Any, Any]:
+        """Run one step of ``dispatch`` again (single step when there is one): state, record."""
         if not dispatch.multi:
-            return self.guard.single(state, dispatch.batch, *self.operands)[0]
+            return self.guard.single(state, dispatch.batch, *self.operands)
         if self.guard.single is not None:
-            return self.guard.single(state, _step_batch(dispatch, position), *self.operands)[0]
+            return self.guard.single(state, _step_batch(dispatch, position), *self.operands)
         batch = jax.tree.map(lambda leaf: leaf[position : position + 1], dispatch.batch)
-        return self.guard.multi(state, batch, *self.operands)[0]
+        state, record, _ = self.guard.multi(state, batch, *self.operands)
+        return state, record[0]
 
-    def _replay(self, stop: int) -> Any:
-        """The state from before step ``stop``, rebuilt from the confirmed state."""
+    def _replay(self, stop: int | None, check: bool = True) -> tuple[_Found | None, Any]:
+        """Replay from the confirmed state one step at a time, up to step ``stop``.
+
+        With ``check``, stops at the first step that raises a converted failure, reports
+        a non-finite value or leaves the checked state non-finite. Returns that step (or
+        ``None``) and the state reached: from before it, or before ``stop``.
+        """
         state = self.confirmed
         for step, dispatch, position in self._steps_since_confirmed():
-            if step >= stop:
+            if stop is not None and step >= stop:
                 break
-            state = self._one_step(state, dispatch, position)
-        return state
+            if not check:
+                state = self._one_step(state, dispatch, position)[0]
+                continue
+            try:
+                after, record = self._one_step(state, dispatch, position)
+                record, finite = jax.device_get((record, self.guard._state_finite(after)))
+            except Exception as err:
+                if not converts(err):
+                    raise
+                return _Found(step, state, math.nan, math.nan, err), state
+            loss, grad_norm = float(record[0]), float(record[1])
+            if not (math.isfinite(loss) and math.isfinite(grad_norm) and finite):
+                return _Found(step, state, loss, grad_norm, None), state
+            state = after
+        return None, state
 
     def _batch_at(self, step: int) -> Any:
         for at, dispatch, position in self._steps_since_confirmed():
@@ -301,22 +341,26 @@ class _Run:
                 return _step_batch(dispatch, position)
         return None
 
-    def _locate(self, err: Exception, extra: _Dispatch | None = None) -> None:
+    def _locate(self, err: Exception, failed: _Dispatch | None = None) -> None:
         """Re-raise ``err``, or, for a converted failure, halt at the step that raises it."""
         if not (self.enforce and converts(err)):
             raise err
-        if extra is not None:
-            self.window.append(extra)
-        state = self.confirmed
-        for step, dispatch, position in self._steps_since_confirmed():
-            try:
-                after = jax.block_until_ready(self._one_step(state, dispatch, position))
-            except Exception as again:
-                if not converts(again):
-                    raise
-                raise self._error(step, math.nan, math.nan, state) from again
-            state = after
-        raise err
+        if failed is not None:
+            self.window.append(failed)
+        found = self._replay(None)[0]
+        if found is None:
+            raise err
+        raise self._error(found.step, found.loss, found.grad_norm, found.before) from (
+            found.failure or err
+        )
+
+
+class _Found(NamedTuple):
+    step: int
+    before: Any  # the state the step started from
+    loss: float
+    grad_norm: float
+    failure: Exception | None
 
 
 def _step_batch(dispatch: _Dispatch, position: int) -> Any:
