@@ -329,8 +329,9 @@ class _Run:
                 if not converts(err):
                     raise
                 return _Found(step, state, math.nan, math.nan, err), state
-            loss, grad_norm = float(record[0]), float(record[1])
-            if not (math.isfinite(loss) and math.isfinite(grad_norm) and finite):
+            values = columns([record], self.guard.fields)
+            if first_bad(values) is not None or not finite:
+                loss, grad_norm = float(values[LOSS][0]), float(values[GRAD_NORM][0])
                 return _Found(step, state, loss, grad_norm, None), state
             state = after
         return None, state
