@@ -47,6 +47,17 @@ EXPECTED = {
     ),
 }
 DECLARED = {"micro_steps": {"steps_per_update": 2}}
+# never_continue has its own catches: each of these returns, trains on, or raises wrongly.
+NEVER_CONTINUE_CATCHES = (
+    "ascii_hyphen",
+    "catch_and_continue",
+    "check_every_500",
+    "keep_old_params",
+    "nan_to_num",
+    "skip_nan_loss",
+    "type_error",
+    "value_error",
+)
 
 
 def test_correct_plain_numpy_trainers_pass_every_check(contract_dir):
@@ -78,6 +89,10 @@ def test_each_broken_trainer_fails_naming_what_went_wrong(contract_dir, item_rep
         assert "minimal failing case:" in text
         assert words in text, f"{bug}: {words!r} not in\n{text}"
         assert len(text) < 6000, f"{bug}: a {len(text)}-character report"
+    for bug in NEVER_CONTINUE_CATCHES:
+        assert reports[f"nozero::never_continue[{bug}]"].failed, bug
+    for bug in ("one_based_step", "stale_values", "micro_steps", "loss_only"):
+        assert reports[f"nozero::never_continue[{bug}]"].passed, bug  # they do stop in time
 
 
 def test_other_exceptions_fail_never_continue_with_type_message_and_raise_line(
