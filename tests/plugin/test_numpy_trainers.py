@@ -91,8 +91,11 @@ def test_each_broken_trainer_fails_naming_what_went_wrong(contract_dir, item_rep
         assert len(text) < 6000, f"{bug}: a {len(text)}-character report"
     for bug in NEVER_CONTINUE_CATCHES:
         assert reports[f"nozero::never_continue[{bug}]"].failed, bug
-    for bug in ("one_based_step", "stale_values", "micro_steps", "loss_only"):
+    for bug in ("stale_values", "loss_only"):
         assert reports[f"nozero::never_continue[{bug}]"].passed, bug  # they do stop in time
+    assert "off-by-one" in reports["nozero::never_continue[one_based_step]"].longreprtext
+    micro = reports["nozero::never_continue[micro_steps]"].longreprtext
+    assert "step-unit mismatch" in micro
 
 
 def test_other_exceptions_fail_never_continue_with_type_message_and_raise_line(

@@ -247,11 +247,8 @@ def judge_never_continue(case: PoisonedCase, outcome: Outcome, trial: Trial) -> 
         return f"returned normally after the poison at step {poisoned}: {outcome.describe()}{hints}"
     if outcome.halt is None:
         return _wrong_error(outcome)
-    if outcome.halt[0] >= poisoned + every:
-        return (
-            f"continued past the poisoned step {poisoned} (check_every={every}) and "
-            f"stopped only at step {outcome.halt[0]}"
-        )
+    if outcome.halt[0] >= poisoned + every:  # late, or numbered in other units
+        return _misplaced_halt(case, outcome.halt[0], trial, "the first poison")
     return None
 
 
