@@ -37,3 +37,15 @@ def test_trainer_that_recompiles_fails_naming_the_compile_count(contract_dir, it
     text = reports["nozero::halts[nozero_trainer]"].longreprtext
     assert "trainer compiled 3 times during the 'halts' check" in text
     assert "should compile at most once" in text
+
+
+def test_guard_that_checks_only_the_loss_fails_overflow_one_step_late(contract_dir, item_reports):
+    contract_dir.makeconftest(
+        "import pytest\nimport jax_trainer\n\n"
+        "@pytest.fixture\ndef nozero_trainer():\n    return jax_trainer.loss_only_trainer()\n"
+    )
+    reports = item_reports(contract_dir.inline_run(*FAST, "--hypothesis-seed=0"))
+    assert reports["nozero::halts[nozero_trainer]"].passed  # a NaN input makes the loss NaN
+    text = reports["nozero::overflow[nozero_trainer]"].longreprtext
+    assert "reported step 1, but the huge value is in batches[0], optimizer step 0" in text
+    assert "detected 1 step late" in text and "checking the loss but not the gradient?" in text
