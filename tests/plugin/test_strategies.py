@@ -23,6 +23,7 @@ from nozero.testing import TrainerUnderTest
 
 SPEC = {"x": ((6, 5), np.float32), "y": ((6,), np.float64), "ids": ((6,), np.int64)}
 SEARCH = settings(max_examples=400, database=None)
+FIND = {"settings": SEARCH}
 
 
 @given(clean_batches(SPEC))
@@ -163,3 +164,20 @@ def test_rescaling_a_subnormal_array_stays_finite():
     subnormal = np.array([5e-324, -5e-324, 0.0])
     with pytest.raises(NoSuchExample):
         find(_variant_of(subnormal), lambda a: not np.isfinite(a).all(), settings=SEARCH)
+
+
+def test_field_ranges_bound_magnitudes_and_keep_rows_non_empty():
+    from nozero.strategies import FieldRange
+
+    mask = {"mask": ((6, 5), np.float32)}
+    never_empty = clean_batches(mask, field_ranges={"mask": FieldRange(nonzero_per_row=1)})
+    with pytest.raises(NoSuchExample):
+        find(never_empty, lambda b: (np.count_nonzero(b["mask"], axis=1) == 0).any(), **FIND)
+    bounded = clean_arrays((6, 5), np.float32, field_range=FieldRange(max_magnitude=10.0))
+    with pytest.raises(NoSuchExample):
+        find(bounded, lambda a: np.abs(a).max() > 10.0, **FIND)
+    assert np.abs(find(bounded, lambda a: np.abs(a).max() >= 9.0, **FIND)).max() <= 10.0
+    with pytest.raises(InvalidArgument, match=r"field_ranges: fields \['ids'\]"):
+        clean_batches(SPEC, field_ranges={"ids": FieldRange(max_magnitude=1.0)})
+    with pytest.raises(ValueError, match="max_magnitude must be a finite number > 0"):
+        FieldRange(max_magnitude=0)
