@@ -217,3 +217,28 @@ def test_declared_check_every_widens_the_window_a_trainer_is_held_to(contract_di
     result.stdout.fnmatch_lines(
         ["nozero::halts[[]declares_1[]] FAILED*", "nozero::halts[[]declares_500[]] PASSED*"]
     )
+
+
+def test_warnings_caused_by_the_poison_are_silenced(contract_dir):
+    contract_dir.makeconftest(
+        """
+        import numpy as np
+        import pytest
+        from nozero import check_finite
+        from nozero.testing import TrainerUnderTest
+
+        def run(batches):  # no np.errstate: the poison makes numpy warn
+            for step, batch in enumerate(batches):
+                loss = float(np.mean(np.exp(batch["x"]) - batch["x"]))
+                check_finite(step, loss, loss)
+
+        @pytest.fixture
+        def nozero_trainer():
+            return TrainerUnderTest({"x": ((4, 2), np.float32)}, run, vary_fields=())
+        """
+    )
+    result = contract_dir.runpytest_inprocess(
+        *FAST, "--nozero-examples=10", "-W", "error::RuntimeWarning", "-k", "halts or never"
+    )
+    result.assert_outcomes(passed=2, deselected=2)
+    assert "RuntimeWarning" not in result.stdout.str()
