@@ -7,32 +7,5 @@ Bad arguments raise Hypothesis's ``InvalidArgument``. ``pytest --nozero`` uses t
 strategies (they live in ``nozero.plugin.strategies``).
 """
 
-from nozero.plugin.strategies import (
-    HUGE_KINDS,
-    NON_FINITE_KINDS,
-    FieldRange,
-    Poison,
-    PoisonedRun,
-    apply_poisons,
-    clean_arrays,
-    clean_batch_sequences,
-    clean_batches,
-    poisoned_batch_sequences,
-    poisons,
-    seeds,
-)
-
-__all__ = [
-    "HUGE_KINDS",
-    "NON_FINITE_KINDS",
-    "FieldRange",
-    "Poison",
-    "PoisonedRun",
-    "apply_poisons",
-    "clean_arrays",
-    "clean_batch_sequences",
-    "clean_batches",
-    "poisoned_batch_sequences",
-    "poisons",
-    "seeds",
-]
+from nozero.plugin.strategies import *  # noqa: F403  (the public names, re-exported)
+from nozero.plugin.strategies import __all__  # noqa: F401

@@ -23,7 +23,7 @@ from nozero.testing import TrainerUnderTest
 
 SPEC = {"x": ((6, 5), np.float32), "y": ((6,), np.float64), "ids": ((6,), np.int64)}
 SEARCH = settings(max_examples=400, database=None)
-FIND = {"settings": SEARCH}
+FIND = {"settings": settings(max_examples=150, database=None)}
 
 
 @given(clean_batches(SPEC))
