@@ -1,4 +1,4 @@
-"""The contract against a jitted JAX trainer: it passes, and compiles once for the whole run
+"""The checks against a jitted JAX trainer: it passes, and compiles once for the whole run
 because every example has the same shapes."""
 
 from __future__ import annotations

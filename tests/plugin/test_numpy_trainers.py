@@ -1,4 +1,4 @@
-"""The contract against plain-numpy trainers: the correct ones pass, each broken one fails
+"""The checks against plain-numpy trainers: the correct ones pass, each broken one fails
 with a message that names what it did wrong."""
 
 from __future__ import annotations

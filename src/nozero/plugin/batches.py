@@ -1,7 +1,7 @@
-"""Batch specs and clean batches: the numpy-only groundwork of the contract tests.
+"""Batch specs and clean batches: the numpy-only groundwork of the checks.
 
 A batch spec maps each field of a training batch to its fixed ``(shape, dtype)``. Shapes
-never change across examples, so a jitted trainer compiles once per contract run.
+never change across examples, so a jitted trainer compiles once per check.
 """
 
 from __future__ import annotations
