@@ -218,15 +218,13 @@ def _clean_facts(case: CleanCase, up_to: int, trainer: TrainerUnderTest) -> str:
 def judge_no_false_alarm(case: CleanCase, outcome: Outcome, trial: Trial) -> str | None:
     trainer, steps = trial.trainer, trial.steps
     if outcome.halt is not None:
-        step, loss, grad_norm = outcome.halt
-        last_batch = (step + 1) * trainer.steps_per_update - 1
+        last_batch = (outcome.halt[0] + 1) * trainer.steps_per_update - 1
         facts = _clean_facts(case, last_batch, trainer)
-        if math.isfinite(loss) and math.isfinite(grad_norm):
-            return (
-                f"false alarm: {outcome.describe()} on clean, finite batches, with a finite "
-                f"loss and grad norm{facts}"
-            )
-        return f"diverged on clean, finite batches: {outcome.describe()}; before it:{facts}"
+        # A halt reporting a non-finite value is a real divergence, not a false alarm.
+        finite = _finite_report(outcome.halt) is not None
+        verdict = "false alarm" if finite else "diverged on clean, finite batches"
+        where = " on clean, finite batches, with a finite loss and grad norm" if finite else ""
+        return f"{verdict}: {outcome.describe()}{where}; before it:{facts}"
     if not outcome.returned:
         return f"{outcome.describe()}\n  on clean, finite batches"
     if outcome.continued_non_finite:
