@@ -37,7 +37,6 @@ from nozero.jax import (
     GuardResult,
     StepContext,
     TraceCounter,
-    count_traces,
     scan_steps,
 )
 from nozero_trainer.config import TrainConfig
@@ -178,7 +177,7 @@ def _params(carry: Carry) -> Params:
 @functools.lru_cache(maxsize=16)
 def _compiled(key: TrainConfig) -> _Compiled:
     """Guarded step functions for one compile key; cached so every run reuses them."""
-    step, rows_step = (count_traces(fn) for fn in _step_functions(key))
+    step, rows_step = (TraceCounter(fn) for fn in _step_functions(key))
     _counters.extend((step, rows_step))
     return _Compiled(
         on_batches=Guard(step, check=_params),
