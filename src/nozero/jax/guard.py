@@ -128,10 +128,10 @@ class Guard:
         """Run one dispatch per item of ``batches`` from ``state`` at ``start_step``.
 
         With ``multi_step`` each item is a stacked batch of k steps; else one step's
-        batch. ``operands`` are passed unchanged to every call
-        (data kept on the device, constants). ``on_sync(step, state)`` gets each confirmed
-        state; ``on_record(first_step, columns)`` each sync's records, up to and including
-        a halted step. ``sync_every`` and ``context`` override the guard's own for this
+        batch. ``operands`` are passed unchanged to every call (data kept on the device,
+        constants). ``on_sync(step, state)`` gets each confirmed state;
+        ``on_record(first_step, columns)`` each sync's records, up to and including a
+        halted step. ``sync_every`` and ``context`` override the guard's own for this
         run; ``enforce=False`` records without halting (a control run).
         """
         every = self.sync_every if sync_every is None else sync_every
