@@ -14,7 +14,7 @@ are a pure function of (seed, step) on the array path, kept since the last sync 
 confirmed states; a sync also checks that the parameters are finite, so an update that
 overflows from a finite loss and gradient (an absurd learning rate) halts too.
 
-The step functions live in :func:`_step_functions` and every array reaches the device
+The step functions live in :func:`step_functions` and every array reaches the device
 through :func:`place_state`, :func:`place_data` or :func:`place_batch`: the one place
 each to change for sharding.
 """
@@ -37,7 +37,6 @@ from nozero.jax import (
     GuardResult,
     StepContext,
     TraceCounter,
-    count_traces,
     scan_steps,
 )
 from nozero_trainer.config import TrainConfig
@@ -126,9 +125,15 @@ def place_batch(batch: Any) -> Any:
     return jax.device_put(batch)
 
 
-def _step_functions(key: TrainConfig) -> tuple[Callable[..., Any], Callable[..., Any]]:
-    """The training step, on a given batch and on rows gathered from on-device data."""
-    optimizer = make_optimizer(key)
+def step_functions(
+    key: TrainConfig, optimizer: optax.GradientTransformation | None = None
+) -> tuple[Callable[..., Any], Callable[..., Any]]:
+    """The training step, on a given batch and on rows gathered from on-device data.
+
+    Both return ``(carry, metrics)`` for a guard. ``optimizer`` replaces the config's
+    (benchmarks compare others on the same step); the carry's ``opt_state`` is its state.
+    """
+    optimizer = make_optimizer(key) if optimizer is None else optimizer
 
     def loss_fn(params, x, y, weights, mask):
         return multilabel_focal_loss(
@@ -178,7 +183,7 @@ def _params(carry: Carry) -> Params:
 @functools.lru_cache(maxsize=16)
 def _compiled(key: TrainConfig) -> _Compiled:
     """Guarded step functions for one compile key; cached so every run reuses them."""
-    step, rows_step = (count_traces(fn) for fn in _step_functions(key))
+    step, rows_step = (TraceCounter(fn) for fn in step_functions(key))
     _counters.extend((step, rows_step))
     return _Compiled(
         on_batches=Guard(step, check=_params),

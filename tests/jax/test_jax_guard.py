@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from nozero import MESSAGE_PATTERN, NonFiniteError
-from nozero.jax import Guard, GuardHalt, count_traces, scan_steps
+from nozero.jax import Guard, GuardHalt, TraceCounter, scan_steps
 
 POISONS = [np.nan, np.inf, -np.inf, toy.HUGE_INPUT]
 POSITIONS = (0, toy.STEPS // 2, toy.STEPS - 1)
@@ -52,7 +52,7 @@ def _huge_lr(k: int) -> list[dict]:
 
 
 def test_single_steps_halt_exactly_for_each_poison_and_an_overflow_in_one_compilation():
-    counted = count_traces(toy.step)
+    counted = TraceCounter(toy.step)
     guard = Guard(counted, sync_every=4)
     clean = toy.make_batches()
     for k in POSITIONS:
@@ -76,7 +76,7 @@ def test_single_steps_halt_exactly_for_each_poison_and_an_overflow_in_one_compil
 
 
 def test_a_multi_step_scan_halts_exactly_and_replays_with_the_single_step():
-    scanned, single = count_traces(toy.step), count_traces(toy.step)
+    scanned, single = TraceCounter(toy.step), TraceCounter(toy.step)
     guard = Guard(single, multi_step=scan_steps(scanned), sync_every=8)
     reference = Guard(toy.step, sync_every=1)
     clean = toy.make_batches()
@@ -155,6 +155,6 @@ def test_the_halt_is_a_typed_documented_error():
     assert copied.context.step == 1
 
 
-def test_count_traces_wants_the_python_function():
+def test_the_trace_counter_wants_the_python_function():
     with pytest.raises(TypeError, match="before jax.jit"):
-        count_traces(jax.jit(toy.step))
+        TraceCounter(jax.jit(toy.step))

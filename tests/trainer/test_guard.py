@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
 from nozero import MESSAGE_PATTERN, NonFiniteError
+from nozero.jax import GuardHalt
 from nozero_trainer import loop
 from nozero_trainer.optim import make_schedule
 
 from .conftest import DIM, HEADS, batches_from, small_config
+
+pytest_plugins = ["pytester"]
+
+REPO = Path(__file__).resolve().parents[2]
 
 # A huge finite value keeps the loss finite but not the gradient norm: a guard that
 # checks the loss alone halts late on it.
@@ -151,3 +158,64 @@ def test_clean_batches_never_raise(toy_arrays):
     )
     assert len(result.history) == config.steps
     assert np.isfinite(np.array(result.history)).all()
+
+
+def test_the_halt_is_a_typed_error_with_its_context_declared(toy_arrays):
+    x, y = toy_arrays
+    config = small_config()
+    batches = batches_from(x, y, config.steps)
+    batches[1]["cls"][0, 0] = np.nan
+    with pytest.raises(GuardHalt) as caught:
+        loop.train_on_batches(config, batches, in_dim=DIM, n_heads=HEADS)
+    assert isinstance(caught.value.context, loop.HaltContext)
+    assert caught.value.postmortem is None  # the runner fills it when it writes a bundle
+
+
+# Loaded with ``-p`` before anything compiles: the guard's per-step check ignores the
+# gradient norm, and nothing checks the parameters (else the replay would still find the
+# NaN update that the unchecked gradient norm let through).
+LOSS_ONLY_GUARD = """
+import numpy as np
+import nozero.jax.guard
+import nozero_trainer.loop
+
+def first_bad_loss(values):
+    finite = np.isfinite(values["loss"])
+    return None if finite.all() else int(np.argmin(finite))
+
+nozero.jax.guard.first_bad = first_bad_loss
+nozero_trainer.loop._params = lambda carry: ()
+"""
+
+EXACT_STEP_TESTS = [
+    "tests/trainer/test_guard.py::test_poison_at_first_middle_last_step_halts_exactly_in_one_compilation",
+    "tests/jax/test_jax_guard.py::test_single_steps_halt_exactly_for_each_poison_and_an_overflow_in_one_compilation",
+]
+
+
+def test_a_guard_that_checks_only_the_loss_fails_the_contract_and_the_guard_tests(pytester):
+    pytester.makepyfile(loss_only_guard=LOSS_ONLY_GUARD)
+    mutated = ("-p", "loss_only_guard", "-p", "no:cacheprovider")
+    contract = pytester.runpytest_subprocess(
+        *mutated,
+        "--nozero",
+        "--nozero-examples=5",
+        "--nozero-steps=3",
+        "-k",
+        "overflow",
+        "--nozero-trainer=nozero_trainer.contract_target:reference_trainer",
+        timeout=240,
+    )
+    contract.assert_outcomes(failed=1, deselected=3)
+    contract.stdout.fnmatch_lines(["nozero check 'overflow' failed for trainer*", "*late*"])
+    own = pytester.runpytest_subprocess(
+        *mutated,
+        f"--rootdir={REPO}",
+        *(str(REPO / test) for test in EXACT_STEP_TESTS),
+        timeout=240,
+    )
+    own.assert_outcomes(failed=2)
+    # Both fail on their halts (late or missing), not on anything else.
+    report = own.stdout.str()
+    assert report.count("AssertionError") + report.count("DID NOT RAISE") >= 2, report
+    assert "NameError" not in report and "ImportError" not in report

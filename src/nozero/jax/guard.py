@@ -94,23 +94,43 @@ class Guard:
         self.multi = None if multi_step is None else jax.jit(self._guarded(multi_step, multi=True))
         self._state_finite = jax.jit(lambda state: all_finite(self._pick(state)))
 
+    def _record(self, metrics: Mapping[str, Any], steps: int | None) -> jax.Array:
+        """The step record of ``metrics``; every step function must report the same fields."""
+        fields = record_fields(metrics)
+        if self.fields is not None and fields != self.fields:
+            raise ValueError(
+                f"the step functions report different metrics: {self.fields} and {fields}"
+            )
+        self.fields = fields
+        return step_record(metrics, fields, steps)
+
     def _guarded(self, fn: StepFn, multi: bool) -> Callable[..., Any]:
-        def guarded(state, batch, *operands):
+        def single(state, batch, *operands):
             state, metrics = fn(state, batch, *operands)
-            fields = record_fields(metrics)
-            if self.fields is not None and fields != self.fields:
-                raise ValueError(
-                    f"the step functions report different metrics: {self.fields} and {fields}"
-                )
-            self.fields = fields
-            if not multi:
-                return state, step_record(metrics, fields, None)
-            record = step_record(metrics, fields, np.shape(metrics[LOSS])[0])
-            # Checked here, the multi-step's own output costs one pass over the state at
-            # the end of the dispatch, not a dispatch of its own at the sync.
+            return state, self._record(metrics, None)
+
+        def scanned(state, batches, *operands):
+            # Each step's record is built inside the scan (one small vector per step),
+            # not from the stacked metrics after it: fewer kernels and copies.
+            def body(carry, batch):
+                return single(carry, batch, *operands)
+
+            state, record = jax.lax.scan(body, state, batches)
             return state, record, all_finite(self._pick(state))
 
-        return guarded
+        def multi_step(state, batches, *operands):
+            state, metrics = fn(state, batches, *operands)
+            record = self._record(metrics, np.shape(metrics[LOSS])[0])
+            return state, record, all_finite(self._pick(state))
+
+        # The state check rides in the multi-step's own output: one pass over the state
+        # at the end of the dispatch, not a dispatch of its own at the sync.
+        if not multi:
+            return single
+        if isinstance(fn, ScannedStep):
+            fn = fn.step
+            return scanned
+        return multi_step
 
     def run(
         self,
@@ -128,10 +148,10 @@ class Guard:
         """Run one dispatch per item of ``batches`` from ``state`` at ``start_step``.
 
         With ``multi_step`` each item is a stacked batch of k steps; else one step's
-        batch. ``operands`` are passed unchanged to every call
-        (data kept on the device, constants). ``on_sync(step, state)`` gets each confirmed
-        state; ``on_record(first_step, columns)`` each sync's records, up to and including
-        a halted step. ``sync_every`` and ``context`` override the guard's own for this
+        batch. ``operands`` are passed unchanged to every call (data kept on the device,
+        constants). ``on_sync(step, state)`` gets each confirmed state;
+        ``on_record(first_step, columns)`` each sync's records, up to and including a
+        halted step. ``sync_every`` and ``context`` override the guard's own for this
         run; ``enforce=False`` records without halting (a control run).
         """
         every = self.sync_every if sync_every is None else sync_every
@@ -380,13 +400,22 @@ def _earliest(a: int | None, b: int | None) -> int | None:
     return min(present) if present else None
 
 
-def scan_steps(step: StepFn) -> StepFn:
-    """A multi-step function running ``step`` over the leading axis of its batch (lax.scan)."""
+@dataclasses.dataclass(frozen=True)
+class ScannedStep:
+    """``step`` run over the leading axis of its batch with ``lax.scan``: a multi-step."""
 
-    def multi_step(state, batches, *operands):
+    step: StepFn
+
+    def __call__(self, state: Any, batches: Any, *operands: Any) -> tuple[Any, Any]:
         def body(carry, batch):
-            return step(carry, batch, *operands)
+            return self.step(carry, batch, *operands)
 
         return jax.lax.scan(body, state, batches)
 
-    return multi_step
+
+def scan_steps(step: StepFn) -> ScannedStep:
+    """A multi-step function running ``step`` over the leading axis of its batch (lax.scan).
+
+    A :class:`Guard` given one builds each step's record inside the scan.
+    """
+    return ScannedStep(step)
