@@ -58,7 +58,9 @@ def error_if_run(convert: bool):
             try:
                 params, opt_state, loss = error_if_step(params, opt_state, batch["x"], batch["y"])
                 loss.block_until_ready()
-            except RuntimeError as err:  # equinox's EquinoxRuntimeError
+            # Converted by hand: under eqx.filter_jit equinox 0.13 raises its own
+            # EquinoxRuntimeError, which nozero.jax.nonfinite_errors does not recognise.
+            except RuntimeError as err:
                 if not convert:
                     raise
                 raise NonFiniteError(step, math.nan, math.nan) from err
