@@ -1,4 +1,4 @@
-"""The contract against a jitted JAX trainer: it passes, and compiles once for the whole run
+"""The checks against a jitted JAX trainer: it passes, and compiles once for the whole run
 because every example has the same shapes."""
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ def nozero_trainer():
 
 def pytest_sessionfinish(session):
     with open("compilations.txt", "w") as out:
-        out.write(str(jax_trainer.TRACES[0]))
+        out.write(str(jax_trainer._jitted._cache_size()))
 """
 FAST = ("--nozero", "--nozero-steps=3", "--nozero-examples=8", "-p", "no:cacheprovider")
 
@@ -35,5 +35,17 @@ def test_trainer_that_recompiles_fails_naming_the_compile_count(contract_dir, it
     contract_dir.makeconftest(CONFTEST.format(retrace=True))
     reports = item_reports(contract_dir.inline_run(*FAST, "-k", "halts"))
     text = reports["nozero::halts[nozero_trainer]"].longreprtext
-    assert "trainer compiled 3 times during the 'halts' contract" in text
+    assert "trainer compiled 3 times during the 'halts' check" in text
     assert "should compile at most once" in text
+
+
+def test_guard_that_checks_only_the_loss_fails_overflow_one_step_late(contract_dir, item_reports):
+    contract_dir.makeconftest(
+        "import pytest\nimport jax_trainer\n\n"
+        "@pytest.fixture\ndef nozero_trainer():\n    return jax_trainer.loss_only_trainer()\n"
+    )
+    reports = item_reports(contract_dir.inline_run(*FAST, "--hypothesis-seed=0"))
+    assert reports["nozero::halts[nozero_trainer]"].passed  # a NaN input makes the loss NaN
+    text = reports["nozero::overflow[nozero_trainer]"].longreprtext
+    assert "reported step 1, but the huge value is in batches[0], optimizer step 0" in text
+    assert "detected 1 step late" in text and "checking the loss but not the gradient?" in text

@@ -3,6 +3,11 @@ command line; usage errors; Hypothesis's own options keep working."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 pytest_plugins = ["pytester"]
@@ -203,4 +208,81 @@ def test_example_database_replays_a_failure(contract_dir):
     # One generated example is enough now: the saved failing case is replayed first.
     again = contract_dir.runpytest_inprocess(*options, "--nozero-examples=1")
     again.assert_outcomes(failed=1, deselected=3)
-    again.stdout.fnmatch_lines(["*reported step 2, but the poison is at step 1*"])
+    again.stdout.fnmatch_lines(
+        ["*reported step 2, but the poison is in batches[[]1[]], optimizer step 1*"]
+    )
+
+
+def test_report_header_says_which_trainers_are_registered(contract_dir):
+    contract_dir.makeconftest(FIXTURE)
+    contract_dir.makeini("[pytest]\nnozero_trainer =\n    numpy_trainers:correct\n")
+    result = contract_dir.runpytest_inprocess("--nozero", *FAST, "--collect-only")
+    result.stdout.fnmatch_lines(
+        [
+            "nozero: trainers from factories: numpy_trainers:correct; plus every "
+            "'nozero_trainer' fixture in the collected conftests",
+            "nozero: 2 trainers registered: [[]nozero_trainer[]], [[]numpy_trainers:correct[]]",
+        ]
+    )
+    plain = contract_dir.runpytest_inprocess(*FAST, "--collect-only")
+    plain.stdout.no_fnmatch_line("nozero: *")  # no header line without --nozero
+
+
+def _plain_pytest(directory, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    """The ``pytest`` script itself, not ``python -m pytest`` (which adds the cwd to sys.path)."""
+    script = Path(sys.executable).with_name("pytest")
+    return subprocess.run(
+        [str(script), "-p", "no:cacheprovider", *args],
+        cwd=directory,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def test_command_line_factory_works_under_plain_pytest(contract_dir):
+    done = _plain_pytest(
+        contract_dir.path,
+        "--nozero",
+        "--nozero-trainer=numpy_trainers:correct",
+        "--nozero-examples=3",
+        "--nozero-steps=2",
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "4 passed" in done.stdout
+
+
+def test_factory_outside_the_rootdir_is_a_usage_error_saying_how(pytester):
+    elsewhere = pytester.mkdir("elsewhere")
+    (elsewhere / "faraway.py").write_text("def make():\n    return None\n")
+    project = pytester.mkdir("project")
+    (project / "pytest.ini").write_text("[pytest]\n")
+    done = _plain_pytest(project, "--nozero", "--nozero-trainer=faraway:make")
+    assert done.returncode == pytest.ExitCode.USAGE_ERROR, done.stdout + done.stderr
+    assert "cannot import faraway" in done.stderr
+    assert "add `pythonpath = <the folder holding it>` to the [pytest] ini section" in done.stderr
+
+
+def test_printed_rerun_command_works_as_printed(contract_dir):
+    contract_dir.makeconftest(FIXTURE.replace("make_trainer()", 'make_trainer("check_every_500")'))
+    contract_dir.makepyfile(test_plain="def test_plain():\n    pass\n")
+    first = contract_dir.runpytest_subprocess("--nozero", *FAST, timeout=120)
+    assert first.ret == pytest.ExitCode.TESTS_FAILED
+    failed = next(line for line in first.outlines if line.startswith("nozero check '"))
+    check = failed.split("'")[1]
+    rerun = next(line for line in first.outlines if line.startswith("rerun: "))
+    command = rerun.removeprefix("rerun: ").split("  (")[0]
+    assert command.endswith(f"'nozero::{check}[nozero_trainer]'"), command
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"
+    again = subprocess.run(
+        command,
+        shell=True,
+        cwd=contract_dir.path,
+        env={**os.environ, "PATH": path, "PYTHONPATH": str(contract_dir.path)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    summary = again.stdout.strip().splitlines()[-1]
+    assert " 1 failed, 4 deselected in " in summary, again.stdout + again.stderr
+    assert failed in again.stdout

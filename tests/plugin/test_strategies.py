@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from hypothesis import find, given, settings
 from hypothesis import strategies as st
-from hypothesis.errors import NoSuchExample
+from hypothesis.errors import InvalidArgument, NoSuchExample
 
 from nozero.strategies import (
     HUGE_KINDS,
@@ -23,6 +23,7 @@ from nozero.testing import TrainerUnderTest
 
 SPEC = {"x": ((6, 5), np.float32), "y": ((6,), np.float64), "ids": ((6,), np.int64)}
 SEARCH = settings(max_examples=400, database=None)
+FIND = {"settings": settings(max_examples=150, database=None)}
 
 
 @given(clean_batches(SPEC))
@@ -126,13 +127,19 @@ def test_apply_poisons_leaves_the_clean_batches_untouched(batches, data):
     assert not np.isfinite(poisoned[poison.step][poison.field][poison.index])
 
 
-def test_strategies_reject_bad_arguments_naming_them():
-    with pytest.raises(ValueError, match=r"fields \['ids'\] are not float fields"):
+def test_strategies_reject_bad_arguments_with_invalid_argument_naming_them():
+    with pytest.raises(InvalidArgument, match=r"fields \['ids'\] are not float fields"):
         poisons(SPEC, 2, fields=["ids"])
-    with pytest.raises(ValueError, match="unknown kinds"):
+    with pytest.raises(InvalidArgument, match="unknown kinds"):
         poisons(SPEC, 2, kinds=["zero"])
-    with pytest.raises(ValueError, match=r"batch_spec\['x'\] must be \(shape, numpy dtype\)"):
+    with pytest.raises(InvalidArgument, match=r"batch_spec\['x'\] must be \(shape, numpy dtype\)"):
         clean_batches({"x": "float32"})
+    with pytest.raises(InvalidArgument, match="steps must be an int >= 1, got 0"):
+        clean_batch_sequences(SPEC, 0)
+    with pytest.raises(InvalidArgument, match="max_poisons must be an int >= 1"):
+        poisoned_batch_sequences(SPEC, 2, max_poisons=0)
+    with pytest.raises(InvalidArgument, match=r"vary_fields: fields \['ids'\]"):
+        clean_batches(SPEC, vary_fields=["ids"])
 
 
 def test_trainer_under_test_validates_its_description():
@@ -152,8 +159,25 @@ def test_trainer_under_test_validates_its_description():
 
 
 def test_rescaling_a_subnormal_array_stays_finite():
-    from nozero.strategies import _variant_of
+    from nozero.plugin.strategies import _variant_of
 
     subnormal = np.array([5e-324, -5e-324, 0.0])
     with pytest.raises(NoSuchExample):
         find(_variant_of(subnormal), lambda a: not np.isfinite(a).all(), settings=SEARCH)
+
+
+def test_field_ranges_bound_magnitudes_and_keep_rows_non_empty():
+    from nozero.strategies import FieldRange
+
+    mask = {"mask": ((6, 5), np.float32)}
+    never_empty = clean_batches(mask, field_ranges={"mask": FieldRange(nonzero_per_row=1)})
+    with pytest.raises(NoSuchExample):
+        find(never_empty, lambda b: (np.count_nonzero(b["mask"], axis=1) == 0).any(), **FIND)
+    bounded = clean_arrays((6, 5), np.float32, field_range=FieldRange(max_magnitude=10.0))
+    with pytest.raises(NoSuchExample):
+        find(bounded, lambda a: np.abs(a).max() > 10.0, **FIND)
+    assert np.abs(find(bounded, lambda a: np.abs(a).max() >= 9.0, **FIND)).max() <= 10.0
+    with pytest.raises(InvalidArgument, match=r"field_ranges: fields \['ids'\]"):
+        clean_batches(SPEC, field_ranges={"ids": FieldRange(max_magnitude=1.0)})
+    with pytest.raises(ValueError, match="max_magnitude must be a finite number > 0"):
+        FieldRange(max_magnitude=0)

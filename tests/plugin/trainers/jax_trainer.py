@@ -1,4 +1,4 @@
-"""A small jitted JAX trainer for the plugin's tests; counts its compilations.
+"""A small jitted JAX trainer for the plugin's tests; ``count_traces`` counts its compilations.
 
 ``retrace=True`` makes the step index a static argument: a new compilation per step, the
 mistake the plugin's compile-count check exists to catch. Copied into ``pytester``
@@ -10,12 +10,10 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 
-from nozero import check_finite
-from nozero.testing import TrainerUnderTest
-
-BATCH_SPEC = {"x": ((8, 4), np.float32), "y": ((8, 1), np.float32)}
-TRACES = [0]
+from nozero import NonFiniteError, check_finite
+from nozero.testing import TrainerUnderTest, count_traces
 
 
 def _loss(w, x, y):
@@ -25,7 +23,6 @@ def _loss(w, x, y):
 
 def _step(w, x, y, step=None):
     """One SGD step; ``step`` is unused, but static when retracing."""
-    TRACES[0] += 1  # runs once per trace, i.e. once per compilation
     loss, grad = jax.value_and_grad(_loss)(w, x, y)
     return w - 0.5 * grad, loss, jnp.sqrt(jnp.sum(grad * grad))
 
@@ -58,9 +55,45 @@ def make_clean_batch(rng: np.random.Generator) -> dict[str, np.ndarray]:
 
 
 def make_trainer(retrace: bool = False) -> TrainerUnderTest:
-    return TrainerUnderTest(
-        batch_spec=BATCH_SPEC,
-        run=make_run(retrace),
-        make_clean_batch=make_clean_batch,
-        compile_count=lambda: TRACES[0],
+    """Described by one example batch: the shapes are not written twice."""
+    return TrainerUnderTest.from_example(
+        make_clean_batch(np.random.default_rng(0)),
+        make_run(retrace),
+        compile_count=count_traces(_retracing if retrace else _jitted),
+    )
+
+
+# A guard that checks the loss only, with gradient clipping as most trainers have it: the
+# largest finite input leaves the (scaled) loss finite but overflows a gradient component,
+# clipping turns the update into NaN (inf / inf), and the next step's loss is what halts:
+# one step late.
+_clipped_sgd = optax.chain(optax.clip_by_global_norm(1.0), optax.sgd(0.5))
+
+
+def _scaled_loss(w, x, y):
+    return 10.0 * _loss(w, x, y)
+
+
+@jax.jit
+def _clipped_step(params, opt_state, x, y):
+    loss, grads = jax.value_and_grad(_scaled_loss)(params, x, y)
+    updates, opt_state = _clipped_sgd.update(grads, opt_state, params)
+    return optax.apply_updates(params, updates), opt_state, loss
+
+
+def _loss_only_run(batches):
+    params = jnp.full((4, 1), 0.1, jnp.float32)
+    opt_state = _clipped_sgd.init(params)
+    for step, batch in enumerate(batches):
+        params, opt_state, loss = _clipped_step(params, opt_state, batch["x"], batch["y"])
+        if not np.isfinite(float(loss)):
+            raise NonFiniteError(step, float(loss), float("nan"))
+    return {"params": params}
+
+
+def loss_only_trainer() -> TrainerUnderTest:
+    return TrainerUnderTest.from_example(
+        make_clean_batch(np.random.default_rng(0)),
+        _loss_only_run,
+        compile_count=count_traces(_clipped_step),
     )

@@ -1,0 +1,58 @@
+"""The README's "Guard your own trainer" examples, run as written: each block is a whole
+conftest.py, and each passes every check (compiling at most once per check)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+# Imported once here so the in-process pytest runs below reuse them instead of reloading.
+import equinox  # noqa: F401
+import flax  # noqa: F401
+import jax  # noqa: F401
+import optax  # noqa: F401
+import pytest
+
+pytest_plugins = ["pytester"]
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+FAST = ("--nozero", "--nozero-steps=3", "--nozero-examples=10", "-p", "no:cacheprovider")
+
+
+def readme_examples() -> dict[str, str]:
+    """The conftest.py blocks of the README's own-trainer section, by library."""
+    text = README.read_text()
+    section = text.split("<!-- section: own-trainer -->")[1].split("<!-- end section")[0]
+    blocks = re.findall(r"```python\n(# conftest\.py.*?)```", section, flags=re.S)
+    examples = {}
+    for block in blocks:
+        library = ("flax", "equinox", "MultiSteps", "torch")
+        name = next(word for word in library if word in block.splitlines()[0])
+        examples[name] = block
+    return examples
+
+
+def test_the_readme_has_the_four_examples_each_with_at_most_ten_lines_of_glue():
+    examples = readme_examples()
+    assert sorted(examples) == ["MultiSteps", "equinox", "flax", "torch"]
+    for name, block in examples.items():
+        glue = block.split("# The glue")[1].strip().splitlines()[1:]
+        assert len(glue) <= 10, f"{name}: {len(glue)} lines of glue"
+
+
+def _run_example(pytester: pytest.Pytester, block: str) -> None:
+    pytester.makeconftest(block)
+    result = pytester.runpytest_inprocess(*FAST, "-v", "-W", "error::RuntimeWarning")
+    result.assert_outcomes(passed=4)
+    result.stdout.fnmatch_lines(["nozero::never_continue[[]nozero_trainer[]] PASSED*"])
+
+
+@pytest.mark.parametrize("library", ["flax", "equinox", "MultiSteps"])
+def test_jax_examples_pass_every_check(pytester, library):
+    # Each passes with compile_count=count_traces(...): one compilation per check at most.
+    _run_example(pytester, readme_examples()[library])
+
+
+def test_torch_example_passes_every_check(pytester):
+    pytest.importorskip("torch", reason="torch is not in the test extra (CUDA wheels, 2.7 GB)")
+    _run_example(pytester, readme_examples()["torch"])
