@@ -36,6 +36,7 @@ from nozero_trainer.config import TrainConfig
 from nozero_trainer.loss import head_weighting, multilabel_focal_loss
 from nozero_trainer.model import Params, apply_model, init_params, matmul_transposed_grad
 from nozero_trainer.optim import make_optimizer, make_schedule
+from nozero_trainer.sharding import Placement, ShardedRows, replicate
 
 # Per-step values the engine reports (scalars only, so chunks stay cheap to fetch).
 STEP_FIELDS = ("loss", "grad_norm", "focal_mean_weight", "bce", "rce")
@@ -118,9 +119,18 @@ class _Compiled(NamedTuple):
 
 
 @functools.lru_cache(maxsize=16)
-def _compiled(key: TrainConfig) -> _Compiled:
-    """Jitted step functions for one compile key; cached so every run reuses them."""
+def _compiled(key: TrainConfig, placement: Placement | None = None) -> _Compiled:
+    """Jitted step functions for one compile key; cached so every run reuses them.
+
+    With a ``placement`` each batch is split over its ``data`` axis (parameters are
+    replicated), so GSPMD reduces the gradients: loss and grad norm are global values.
+    """
     optimizer = make_optimizer(key)
+
+    def split(batch):
+        if placement is None:
+            return batch
+        return jax.lax.with_sharding_constraint(batch, placement.batch)
 
     def loss_fn(params, x, y, weights, mask):
         return multilabel_focal_loss(
@@ -135,6 +145,7 @@ def _compiled(key: TrainConfig) -> _Compiled:
 
     def step(carry, x, y, weights, mask):
         params, opt_state = carry
+        x, y = split(x), split(y)
         (loss, stats), grads = jax.value_and_grad(loss_fn, has_aux=True)(
             params, x, y, weights, mask
         )
@@ -300,33 +311,51 @@ def train_arrays(
     on_sync: Callable[[TrainState], None] | None = None,
     on_history: Callable[[int, dict[str, np.ndarray]], None] | None = None,
     guard: bool = True,
+    placement: Placement | None = None,
+    row_counts: list[int] | None = None,
 ) -> TrainResult:
     """Train on in-memory arrays (the fast path) from ``state`` (default: step 0).
 
     The data goes to the device once; each dispatch runs ``chunk_steps`` steps in a
     ``lax.scan`` that gathers its batches on the device from host-computed row indices.
     ``on_history(first_step, values)`` receives the per-step values at each sync.
+
+    With a ``placement`` the run is data parallel over its mesh: ``cls`` and ``labels``
+    are this process's share of the rows and ``row_counts`` every process's row count
+    (default: this process holds every row); ``batch_size`` is the global batch.
     """
-    n_rows, in_dim = cls.shape
-    n_heads = labels.shape[1]
+    sharded = None if placement is None else ShardedRows(
+        cls, labels, placement, row_counts or [len(cls)])
+    n_rows = len(cls) if sharded is None else sharded.n_rows
+    in_dim, n_heads = cls.shape[1], labels.shape[1]
     if not 0 < config.batch_size <= n_rows:
         raise ValueError(f"batch_size ({config.batch_size}) must be in [1, {n_rows}] rows")
     state = init_state(config, in_dim, n_heads) if state is None else state
-    compiled = _compiled(config.compile_key())
+    compiled = _compiled(config.compile_key(), placement)
     weights, mask = _head_setup(n_heads, head_weights, head_mask)
-    data_x, data_y = jax.device_put(cls), jax.device_put(labels)
+    if sharded is None:
+        data_x, data_y = jax.device_put(cls), jax.device_put(labels)
+    else:
+        data_x, data_y = sharded.data_x, sharded.data_y
+        weights, mask = replicate((weights, mask), placement)
+        state = TrainState(state.step, *replicate((state.params, state.opt_state), placement))
     carry = (state.params, state.opt_state)
     schedule = make_schedule(config)
 
-    def batch(step: int) -> tuple[np.ndarray, np.ndarray]:
+    def batch(step: int, on_host: bool = True) -> tuple[Any, Any]:
         rows = batch_rows(config, step, n_rows)
+        if sharded is not None:
+            return sharded.host_batch(rows) if on_host else sharded.device_batch(rows)
         return np.asarray(cls[rows]), np.asarray(labels[rows])
 
     def replay(start: TrainState, stop: int) -> TrainState:
-        return _replay(compiled.single, start, stop, batch, weights, mask)
+        return _replay(compiled.single, start, stop, functools.partial(batch, on_host=False),
+                       weights, mask)
 
     def context(step: int, loss: float, grad_norm: float, before: TrainState) -> HaltContext:
         x, y = batch(step)
+        if sharded is not None:  # host copies: the same on every process
+            before = TrainState(before.step, *jax.device_get((before.params, before.opt_state)))
         return HaltContext(
             step=step, loss=loss, grad_norm=grad_norm,
             params=before.params, opt_state=before.opt_state, batch={"cls": x, "labels": y},
@@ -339,6 +368,8 @@ def train_arrays(
     for first, length in _segments(state.step, config.steps, config.chunk_steps,
                                    config.sync_every):
         indices = np.stack([batch_rows(config, s, n_rows) for s in range(first, first + length)])
+        if sharded is not None:
+            indices = sharded.indices(indices)
         carry, outputs, params_finite = compiled.chunk(carry, data_x, data_y, indices,
                                                        weights, mask)
         tracker.pending.append(outputs)
