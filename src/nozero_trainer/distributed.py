@@ -29,6 +29,8 @@ import jax
 ENV_COORDINATOR = "NOZERO_COORDINATOR"
 ENV_NUM_PROCESSES = "NOZERO_NUM_PROCESSES"
 ENV_PROCESS_ID = "NOZERO_PROCESS_ID"
+ENV_JOIN_TIMEOUT = "NOZERO_JOIN_TIMEOUT"
+ENV_HEARTBEAT_TIMEOUT = "NOZERO_HEARTBEAT_TIMEOUT"
 # Cluster environments JAX's own detection reads (jax._src.clusters).
 JAX_CLUSTER_VARIABLES = (
     "JAX_COORDINATOR_ADDRESS",
@@ -93,7 +95,11 @@ def settings_from(
     process_id: int | None = None,
     environ: Mapping[str, str] | None = None,
 ) -> ProcessSettings:
-    """Flags first, then the ``NOZERO_*`` variables; checked."""
+    """Flags first, then the ``NOZERO_*`` variables; checked.
+
+    ``NOZERO_JOIN_TIMEOUT`` and ``NOZERO_HEARTBEAT_TIMEOUT`` (seconds) fit the waits to
+    the run.
+    """
     environ = os.environ if environ is None else environ
 
     def number(value: int | None, name: str) -> int | None:
@@ -108,6 +114,8 @@ def settings_from(
         coordinator=coordinator or environ.get(ENV_COORDINATOR),
         num_processes=number(num_processes, ENV_NUM_PROCESSES),
         process_id=number(process_id, ENV_PROCESS_ID),
+        join_timeout=number(None, ENV_JOIN_TIMEOUT) or JOIN_TIMEOUT,
+        heartbeat_timeout=number(None, ENV_HEARTBEAT_TIMEOUT) or HEARTBEAT_TIMEOUT,
     )
     settings.check()
     return settings

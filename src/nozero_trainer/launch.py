@@ -32,6 +32,8 @@ from nozero_trainer import distributed
 RUNTIME_ABORT = re.compile(
     r"^[EF]\d{4} \d\d:\d\d:\d\d\.\d+ +\d+ (coordination_service\S*|client\.h):\d+\]"
 )
+# The last line of a traceback from a collective whose peer is gone.
+PEER_GONE = re.compile(r"Gloo \S+ failed|Connection reset by peer|Connection closed by peer")
 # Past the runtime's heartbeat, a process still running after a peer failed is stopped.
 GRACE_SECONDS = distributed.HEARTBEAT_TIMEOUT + distributed.SHUTDOWN_TIMEOUT + 20
 
@@ -68,16 +70,35 @@ class _Child:
 
 
 def _relay(child: _Child, source: IO[str], sink: IO[str], lock: threading.Lock) -> None:
-    """Copy ``source`` to ``sink`` line by line, prefixed; hold back a runtime abort."""
+    """Copy ``source`` to ``sink`` line by line, prefixed; hold back a runtime abort.
+
+    A Python traceback is held until its last line: one that ends in a collective failing
+    because a peer is gone belongs to the abort, and is dropped with it.
+    """
     prefix = f"[p{child.index}] "
+    held: list[str] = []
+
+    def emit(lines: list[str]) -> None:
+        if child.aborted_by_runtime:
+            return
+        with lock:
+            sink.writelines(prefix + line for line in lines)
+            sink.flush()
+
     for line in source:
         if RUNTIME_ABORT.match(line):
             child.aborted_by_runtime = True
-        if child.aborted_by_runtime:
+        if line.startswith("Traceback (most recent call last):") or (held and line[:1].isspace()):
+            held.append(line)
             continue
-        with lock:
-            sink.write(prefix + line)
-            sink.flush()
+        if held:
+            if PEER_GONE.search(line):
+                child.aborted_by_runtime = True
+            lines, held = [*held, line], []
+            emit(lines)
+            continue
+        emit([line])
+    emit(held)
 
 
 def child_environment(
