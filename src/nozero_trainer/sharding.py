@@ -97,6 +97,25 @@ def fetch(tree: Any) -> Any:
     return jax.device_get(tree)
 
 
+def split_batch(batch: Any, placement: Placement) -> Any:
+    """A batch every process holds whole, split over ``data`` (each process gives its part)."""
+
+    def put(leaf: Any) -> jax.Array:
+        host = np.asarray(leaf)
+        return jax.make_array_from_callback(host.shape, placement.batch, lambda i: host[i])
+
+    return jax.tree.map(put, batch)
+
+
+def gather_to_host(tree: Any) -> Any:
+    """Whole host copies of (possibly split) global arrays, on every process."""
+    if jax.process_count() == 1:
+        return jax.device_get(tree)
+    from jax.experimental import multihost_utils
+
+    return multihost_utils.process_allgather(tree, tiled=True)
+
+
 @dataclasses.dataclass(frozen=True)
 class RowLayout:
     """Global row ``g`` of the training set lives at padded row ``padded(g)``.
@@ -182,11 +201,6 @@ class ShardedRows:
     def indices(self, rows: np.ndarray) -> jax.Array:
         """Padded positions of global rows ``rows``, replicated (one copy per device)."""
         return replicate(self.layout.padded(rows), self.placement)
-
-    def device_batch(self, rows: np.ndarray) -> tuple[jax.Array, jax.Array]:
-        """The batch of global rows ``rows``, split over ``data``."""
-        gather, index = _gatherer(self.placement.batch), self.indices(rows)
-        return gather(self.data_x, index), gather(self.data_y, index)
 
     def host_batch(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The whole batch of global rows ``rows`` on the host, the same on every process."""

@@ -1,0 +1,47 @@
+"""Other libraries' non-finite signals, turned into the documented error at a known step.
+
+``checkify`` (``err.throw()``), equinox's ``eqx.error_if`` and an exception raised inside
+a ``jax.debug.callback`` each surface as their own exception type with their own text.
+:func:`nonfinite_errors` turns any of them into :class:`nozero.NonFiniteError` for the
+step the block ran, keeping the original as its ``__cause__``. Those signals carry no
+loss or gradient norm: pass the values if the loop has them, else they read ``nan``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Iterator
+
+import jax
+from jax.experimental import checkify
+
+from nozero.contract import NonFiniteError
+
+# equinox's error_if and jax.debug.callback both fail through a host callback; other
+# runtime errors (out of memory, a bad device) say nothing of one and pass through.
+_CALLBACK_MARK = "callback"
+
+
+def converts(err: BaseException) -> bool:
+    """Whether ``err`` is a checkify, ``eqx.error_if`` or ``jax.debug.callback`` failure."""
+    if isinstance(err, checkify.JaxRuntimeError):
+        return True
+    return isinstance(err, jax.errors.JaxRuntimeError) and _CALLBACK_MARK in str(err).lower()
+
+
+@contextlib.contextmanager
+def nonfinite_errors(
+    step: int, loss: float = math.nan, grad_norm: float = math.nan
+) -> Iterator[None]:
+    """Within the block, a converted failure is raised as the documented error at ``step``.
+
+    ``with nonfinite_errors(step): err.throw()`` for checkify; around the call that runs
+    (or blocks on) a step using ``eqx.error_if`` or a raising ``jax.debug.callback``.
+    """
+    try:
+        yield
+    except Exception as err:
+        if not converts(err):
+            raise
+        raise NonFiniteError(step, loss, grad_norm) from err
