@@ -1,112 +1,173 @@
 """``nozero-train``: train, make synthetic data, run the demo, diagnose or plot a run.
 
-Exit status: 0 success, 2 usage error or bad settings/data/checkpoint, 3 non-finite halt.
+Exit status: 0 success, 2 usage error, bad settings/data/checkpoint or a missing extra,
+3 non-finite halt.
+
+The training flags are generated from the fields of ``TrainConfig`` and ``RunOptions``
+(name, default and help live on the field), and every subcommand is one entry of
+:data:`COMMANDS`. Nothing heavy is imported before a command runs, so ``--help`` and the
+checks of every setting work on the base install.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import importlib.util
 import logging
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from nozero import NonFiniteError
-from nozero_trainer.config import TrainConfig
+from nozero_trainer.config import (
+    Problem,
+    RunOptions,
+    SettingsError,
+    TrainConfig,
+    check_settings,
+    flag_name,
+)
 
 EXIT_USAGE = 2
 EXIT_HALT = 3
 
-# The demo trains a smaller model than the shipped defaults so it finishes in about a
+# The extras a command needs, and a module each one installs.
+EXTRAS: dict[str, tuple[str, ...]] = {
+    "train": ("jax", "optax", "pyarrow", "numpy"),
+    "plot": ("matplotlib",),
+}
+
+# The demo trains a smaller model than the shipped defaults so it finishes in well under a
 # minute on two CPU cores; everything else is the real pipeline.
-DEMO = {"rows": 60000, "dim": 512, "steps": 2000, "hidden_dims": (512, 256),
-        "batch_size": 256, "warmup_steps": 100}
+DEMO_DATA = {"rows": 60000, "dim": 512}
+DEMO_SETTINGS = {"steps": 2000, "hidden_dims": (512, 256), "batch_size": 256}
 
 
-def _hidden_dims(text: str) -> tuple[int, ...]:
-    if text.strip().lower() in ("", "none", "linear"):
-        return ()
-    try:
-        dims = tuple(int(part) for part in text.split(","))
-    except ValueError as err:
-        raise argparse.ArgumentTypeError(f"expected widths like 512,256, got {text!r}") from err
-    return dims
+# --- flags from dataclass fields ------------------------------------------------------------
 
 
-def _add_train_settings(parser: argparse.ArgumentParser, **overrides) -> None:
-    d = dataclasses.replace(TrainConfig(), **overrides)
-    add = parser.add_argument
-    add("--steps", type=int, default=d.steps)
-    add("--batch-size", type=int, default=d.batch_size)
-    add("--peak-lr", type=float, default=d.peak_lr)
-    add("--warmup-steps", type=int, default=d.warmup_steps)
-    add("--end-lr-ratio", type=float, default=d.end_lr_ratio)
-    add("--focal-gamma", type=float, default=d.focal_gamma)
-    add("--focal-alpha", type=float, default=d.focal_alpha, help="unset = no alpha weighting")
-    add("--label-smoothing", type=float, default=d.label_smoothing)
-    add("--reverse-ce-weight", type=float, default=d.reverse_ce_weight)
-    add("--hidden-dims", type=_hidden_dims, default=d.hidden_dims,
-        help="comma-separated widths, e.g. 512,256; 'none' for a linear head")
-    add("--eval-every", type=int, default=d.eval_every)
-    add("--seed", type=int, default=d.seed)
-    add("--sync-every", type=int, default=d.sync_every,
-        help="steps between host checks of the guard (the halt step is exact regardless)")
-    add("--chunk-steps", type=int, default=d.chunk_steps, help="steps per device dispatch")
-    add("--clip-norm", type=float, default=d.clip_norm)
-    add("--weight-decay", type=float, default=d.weight_decay)
-    add("--no-class-weighting", dest="class_weighting", action="store_false")
-    add("--mask-zero-positive-heads", action="store_true",
-        help="train without heads that have no positives instead of refusing")
+def _shown_default(field: dataclasses.Field, default: Any) -> str:
+    shown = field.metadata.get("shown")
+    if shown is not None and default == field.default:
+        return shown
+    if isinstance(default, tuple):
+        return ",".join(map(str, default)) or "none"
+    return str(default)
 
 
-def _config(args: argparse.Namespace) -> TrainConfig:
-    names = {f.name for f in dataclasses.fields(TrainConfig)} - {"heads"}
-    return TrainConfig(**{name: getattr(args, name) for name in names})
+def add_setting_flags(
+    parser: argparse.ArgumentParser, settings: type, overrides: Mapping[str, Any] | None = None
+) -> None:
+    """One flag per field of the dataclass ``settings`` that has ``setting()`` metadata.
+
+    Values stay text here and are converted by :func:`settings_from_args`, so every bad
+    value of a command line is reported at once rather than the first one only.
+    """
+    overrides = dict(overrides or {})
+    for field in dataclasses.fields(settings):
+        if not field.metadata.get("flag"):
+            continue
+        default = overrides.get(field.name, field.default)
+        help_text = field.metadata["help"]
+        if isinstance(field.default, bool):
+            on = not default
+            flag = flag_name(field.name) if on else "--no-" + field.name.replace("_", "-")
+            parser.add_argument(
+                flag,
+                dest=field.name,
+                action="store_true" if on else "store_false",
+                default=default,
+                help=f"{help_text} (default: {'on' if default else 'off'})",
+            )
+            continue
+        parser.add_argument(
+            flag_name(field.name),
+            dest=field.name,
+            default=default,
+            choices=field.metadata.get("choices"),
+            help=f"{help_text} (default: {_shown_default(field, default)})",
+        )
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="nozero-train", description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command", required=True)
-    train = sub.add_parser("train", help="train on parquet shards (DIR/train, DIR/holdout)")
-    train.add_argument("--data", type=Path, required=True)
-    train.add_argument("--out", type=Path, required=True)
-    _add_train_settings(train)
-    train.add_argument("--resume", action="store_true",
-                       help="continue from the run directory's latest checkpoint")
-    train.add_argument("--holdout-scores-out", type=Path, metavar="FILE",
-                       help="write every holdout row's per-head scores to this parquet file")
-    train.add_argument("--on-nonfinite", choices=("halt", "restart"), default="halt",
-                       help="restart: from the last good checkpoint with half the learning rate")
-    train.add_argument("--max-restarts", type=int, default=3)
-    make = sub.add_parser("make-data", help="write synthetic train and holdout shards")
-    make.add_argument("out", type=Path)
-    make.add_argument("--rows", type=int, required=True)
-    make.add_argument("--dim", type=int, required=True)
-    make.add_argument("--seed", type=int, default=0)
-    make.add_argument("--shards", type=int, default=4)
-    demo = sub.add_parser("demo", help="synthetic data, training and evaluation in one go")
-    demo.add_argument("--rows", type=int, default=DEMO["rows"])
-    demo.add_argument("--dim", type=int, default=DEMO["dim"])
-    _add_train_settings(demo, **{k: v for k, v in DEMO.items() if k not in ("rows", "dim")})
-    demo.add_argument("--out", type=Path,
-                      help="keep the run directory here (default: a temporary one, removed)")
-    postmortem = sub.add_parser("postmortem", help="diagnose a halted run's post-mortem bundle")
-    postmortem.add_argument("dir", type=Path, help="a run directory or one bundle in it")
-    plot = sub.add_parser("plot", help="draw a run's metrics into a PNG")
-    plot.add_argument("run_dir", type=Path)
-    plot.add_argument("--out", type=Path, help="default: RUN_DIR/run.png")
-    return parser
+def _parser_of(field: dataclasses.Field) -> Callable[[str], Any]:
+    parse = field.metadata.get("parse")
+    if parse is not None:
+        return parse
+    kind = type(field.default)
+    return float if kind is float else kind
+
+
+def settings_from_args(settings: type, args: argparse.Namespace) -> tuple[Any, list[Problem]]:
+    """Build ``settings`` from the parsed flags; problems for values that do not convert."""
+    values, problems = {}, []
+    for field in dataclasses.fields(settings):
+        if not field.metadata.get("flag") or not hasattr(args, field.name):
+            continue
+        value = getattr(args, field.name)
+        if isinstance(value, str) and not isinstance(field.default, str):
+            try:
+                value = _parser_of(field)(value)
+            except ValueError as err:
+                problems.append(Problem(field.name, f"cannot read {value!r} ({err})"))
+                continue
+        values[field.name] = value
+    return settings(**values), problems
+
+
+def _config_and_options(args: argparse.Namespace) -> tuple[TrainConfig, RunOptions]:
+    """The run's settings, or a ``SettingsError`` listing every bad one (nothing touched)."""
+    config, problems = settings_from_args(TrainConfig, args)
+    options, more = settings_from_args(RunOptions, args)
+    problems += more + check_settings(config) + options.problems()
+    data = getattr(args, "data", None)
+    if data is not None and not Path(data).is_dir():
+        problems.append(Problem("data", f"{data}: data directory does not exist"))
+    if problems:
+        raise SettingsError(problems)
+    return config, options
+
+
+# --- commands -------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class Command:
+    """A subcommand: its flags, what it runs, and the extras it needs installed."""
+
+    name: str
+    help: str
+    configure: Callable[[argparse.ArgumentParser], None]
+    run: Callable[[argparse.Namespace], int]
+    extras: tuple[str, ...] = ("train",)
+
+
+def _configure_train(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--data",
+        type=Path,
+        required=True,
+        help="a directory holding train/ and holdout/ parquet shards",
+    )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        required=True,
+        help="the run directory (created once every setting is checked)",
+    )
+    add_setting_flags(parser, TrainConfig)
+    add_setting_flags(parser, RunOptions)
 
 
 def _train(args: argparse.Namespace) -> int:
-    from nozero_trainer.runner import RunOptions, format_evaluation, run_training
+    config, options = _config_and_options(args)
+    from nozero_trainer.evaluation import format_evaluation
+    from nozero_trainer.runner import run_training
 
-    options = RunOptions(resume=args.resume, holdout_scores_out=args.holdout_scores_out,
-                         on_nonfinite=args.on_nonfinite, max_restarts=args.max_restarts)
-    summary = run_training(_config(args), args.data, args.out, options=options)
+    summary = run_training(config, args.data, args.out, options=options)
     print(format_evaluation(summary.evaluation))
     if summary.holdout_scores is not None:
         print(f"holdout scores: {summary.holdout_scores}")
@@ -115,22 +176,12 @@ def _train(args: argparse.Namespace) -> int:
     return 0
 
 
-def _postmortem(args: argparse.Namespace) -> int:
-    from nozero_trainer.postmortem import diagnose_path
-
-    print(diagnose_path(args.dir), end="")
-    return 0
-
-
-def _plot(args: argparse.Namespace) -> int:
-    from nozero_trainer.plot import PlotUnavailable, plot_run
-
-    try:
-        print(f"wrote {plot_run(args.run_dir, args.out)}")
-    except PlotUnavailable as err:
-        print(f"nozero-train: error: {err}", file=sys.stderr)
-        return EXIT_USAGE
-    return 0
+def _configure_make_data(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("out", type=Path, help="directory to create (train/ and holdout/)")
+    parser.add_argument("--rows", type=int, required=True, help="rows in all, at least 10")
+    parser.add_argument("--dim", type=int, required=True, help="embedding width")
+    parser.add_argument("--seed", type=int, default=0, help="(default: 0)")
+    parser.add_argument("--shards", type=int, default=4, help="shards per split (default: 4)")
 
 
 def _make_data(args: argparse.Namespace) -> int:
@@ -141,16 +192,37 @@ def _make_data(args: argparse.Namespace) -> int:
     return 0
 
 
+def _configure_demo(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--rows",
+        type=int,
+        default=DEMO_DATA["rows"],
+        help=f"synthetic rows (default: {DEMO_DATA['rows']})",
+    )
+    parser.add_argument(
+        "--dim",
+        type=int,
+        default=DEMO_DATA["dim"],
+        help=f"embedding width (default: {DEMO_DATA['dim']})",
+    )
+    add_setting_flags(parser, TrainConfig, DEMO_SETTINGS)
+    parser.add_argument(
+        "--out", type=Path, help="keep the run directory here (default: a temporary one, removed)"
+    )
+
+
 def _demo(args: argparse.Namespace) -> int:
-    from nozero_trainer.runner import format_evaluation, run_training
+    config, _ = _config_and_options(args)
+    from nozero_trainer.evaluation import format_evaluation
+    from nozero_trainer.runner import run_training
     from nozero_trainer.synthetic import make_data
 
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="nozero-demo-") as tmp:
-        data = make_data(Path(tmp) / "data", args.rows, args.dim, args.seed)
+        data = make_data(Path(tmp) / "data", args.rows, args.dim, config.seed)
         print(f"synthetic data: {args.rows} rows x {args.dim} dims in {data}", file=sys.stderr)
         run_dir = args.out if args.out is not None else Path(tmp) / "run"
-        summary = run_training(_config(args), data, run_dir)
+        summary = run_training(config, data, run_dir)
         print(format_evaluation(summary.evaluation))
     if args.out is not None:
         print(f"run directory: {args.out} (plot it with: nozero-train plot {args.out})")
@@ -158,18 +230,90 @@ def _demo(args: argparse.Namespace) -> int:
     return 0
 
 
+def _configure_postmortem(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("dir", type=Path, help="a run directory or one bundle in it")
+
+
+def _postmortem(args: argparse.Namespace) -> int:
+    from nozero_trainer.postmortem import diagnose_path
+
+    print(diagnose_path(args.dir), end="")
+    return 0
+
+
+def _configure_plot(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("run_dir", type=Path)
+    parser.add_argument("--out", type=Path, help="the PNG to write (default: RUN_DIR/run.png)")
+
+
+def _plot(args: argparse.Namespace) -> int:
+    from nozero_trainer.plot import plot_run
+
+    print(f"wrote {plot_run(args.run_dir, args.out)}")
+    return 0
+
+
+# Every subcommand, in --help order. A new one is one more entry here.
+COMMANDS: list[Command] = [
+    Command("train", "train on parquet shards (DIR/train, DIR/holdout)", _configure_train, _train),
+    Command(
+        "make-data", "write synthetic train and holdout shards", _configure_make_data, _make_data
+    ),
+    Command("demo", "synthetic data, training and evaluation in one go", _configure_demo, _demo),
+    Command(
+        "postmortem",
+        "diagnose a halted run's post-mortem bundle",
+        _configure_postmortem,
+        _postmortem,
+    ),
+    Command("plot", "draw a run's metrics into a PNG", _configure_plot, _plot, ("plot",)),
+]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="nozero-train", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    for command in COMMANDS:
+        command.configure(sub.add_parser(command.name, help=command.help, description=command.help))
+    return parser
+
+
+def missing_extra(command: Command) -> str | None:
+    """The one line to print when an extra the command needs is not installed."""
+    for extra in command.extras:
+        for module in EXTRAS[extra]:
+            if importlib.util.find_spec(module) is None:
+                return (
+                    f"nozero-train {command.name} needs the [{extra}] extra ({module} is "
+                    f"not installed): pip install 'nozero[{extra}]'"
+                )
+    return None
+
+
+def _report_settings(err: SettingsError) -> None:
+    if len(err.problems) == 1:
+        print(f"nozero-train: error: {err.problems[0]}", file=sys.stderr)
+        return
+    print(f"nozero-train: error: {len(err.problems)} bad settings:", file=sys.stderr)
+    for problem in err.problems:
+        print(f"  {problem}", file=sys.stderr)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    command = next(c for c in COMMANDS if c.name == args.command)
+    missing = missing_extra(command)
+    if missing is not None:
+        print(missing, file=sys.stderr)
+        return EXIT_USAGE
     # The package's own log lines (rows dropped, heads masked) go to stderr for this call.
     log_handler = logging.StreamHandler(sys.stderr)
     log_handler.setFormatter(logging.Formatter("%(message)s"))
     package_log = logging.getLogger("nozero_trainer")
     package_log.addHandler(log_handler)
     package_log.setLevel(logging.INFO)
-    handlers = {"train": _train, "make-data": _make_data, "demo": _demo,
-                "postmortem": _postmortem, "plot": _plot}
     try:
-        return handlers[args.command](args)
+        return command.run(args)
     except NonFiniteError as err:
         print(str(err), file=sys.stderr)
         bundle = getattr(err, "postmortem", None)
@@ -177,6 +321,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"post-mortem bundle: {bundle}", file=sys.stderr)
             print(f"diagnose it with: nozero-train postmortem {bundle}", file=sys.stderr)
         return EXIT_HALT
+    except SettingsError as err:
+        _report_settings(err)
+        return EXIT_USAGE
     except (ValueError, FileNotFoundError) as err:
         print(f"nozero-train: error: {err}", file=sys.stderr)
         return EXIT_USAGE

@@ -14,8 +14,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from nozero_trainer.checkpoint import atomic_output
-from nozero_trainer.postmortem import read_metrics
+from nozero._atomic import atomic_output
+from nozero_trainer.runlog import read_metrics
 
 TRAIN_EVENTS = (None, "train")  # per-step records, with or without an event tag
 MARKERS = {"halt": ("tab:red", "-"), "restart": ("tab:orange", "--"), "resume": ("0.5", ":")}

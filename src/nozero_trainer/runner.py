@@ -15,77 +15,46 @@ every step the guard confirmed finite, so no checkpoint can hold a non-finite up
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import math
 import sys
-import time
 from pathlib import Path
 from typing import IO, Any
 
-import jax
 import numpy as np
 
 from nozero import NonFiniteError
 from nozero_trainer import loop
 from nozero_trainer.checkpoint import (
-    atomic_write_text,
-    config_differences,
     latest_checkpoint,
     load_checkpoint,
     read_config,
     read_manifest,
     save_checkpoint,
 )
-from nozero_trainer.config import TrainConfig, validate
+from nozero_trainer.config import (
+    RunOptions,
+    SettingsError,
+    TrainConfig,
+    check_data,
+    check_settings,
+)
 from nozero_trainer.data import Split, load_dataset
+from nozero_trainer.evaluation import Evaluation, evaluate, predict
 from nozero_trainer.loss import head_weighting
-from nozero_trainer.metrics import average_precision
-from nozero_trainer.model import Params, apply_model
 from nozero_trainer.optim import make_optimizer, make_schedule
-from nozero_trainer.postmortem import replay_step, trainer_loss_with_aux, write_bundle
+from nozero_trainer.postmortem import (
+    repeat_step,
+    replay_step,
+    trainer_loss_with_aux,
+    write_bundle,
+)
+from nozero_trainer.progress import Progress
+from nozero_trainer.run_config import MODEL_SETTINGS, config_differences, run_configuration
+from nozero_trainer.runlog import METRICS, MetricsLog, write_status
 from nozero_trainer.scores import write_holdout_scores
 
 log = logging.getLogger("nozero_trainer")
-
-METRICS = "metrics.jsonl"
-STATUS = "status.json"
-ON_NONFINITE = ("halt", "restart")
-# Settings of the run configuration that define the model: a checkpoint saved with other
-# values cannot be loaded into it.
-MODEL_SETTINGS = ("heads", "hidden_dims", "in_dim")
-
-
-def write_json_atomic(path: Path, payload: Any) -> None:
-    """Write JSON beside ``path`` and rename it into place: never a half-written file."""
-    atomic_write_text(path, json.dumps(payload, indent=2) + "\n")
-
-
-@dataclasses.dataclass
-class Evaluation:
-    """Per-head holdout results; ``nan`` PR-AUC where a head has no positives."""
-
-    pr_auc: dict[str, float]
-    positives: dict[str, int]
-    positive_rate: dict[str, float]
-
-
-@dataclasses.dataclass(frozen=True)
-class RunOptions:
-    """How a run survives trouble; none of these change what the model learns."""
-
-    resume: bool = False
-    holdout_scores_out: Path | None = None
-    on_nonfinite: str = "halt"  # "restart": from the last checkpoint with half the LR
-    max_restarts: int = 3
-
-    def __post_init__(self) -> None:
-        if self.on_nonfinite not in ON_NONFINITE:
-            raise ValueError(
-                f"on_nonfinite must be one of {ON_NONFINITE}, got {self.on_nonfinite!r}"
-            )
-        if self.max_restarts < 0:
-            raise ValueError(f"max_restarts must be >= 0, got {self.max_restarts}")
 
 
 @dataclasses.dataclass
@@ -99,89 +68,6 @@ class RunSummary:
     holdout_scores: Path | None = None
 
 
-_score = jax.jit(lambda params, x: jax.nn.sigmoid(apply_model(params, x)))
-
-
-def predict(params: Params, cls: np.ndarray) -> np.ndarray:
-    """Per-head probabilities ``[n, H]`` for embeddings ``cls``."""
-    return np.asarray(_score(params, cls))
-
-
-def evaluate(params: Params, split: Split) -> Evaluation:
-    """Average precision of every head on ``split``."""
-    ap = average_precision(predict(params, split.cls), split.labels)
-    positives = split.labels.sum(axis=0)
-    rows = max(len(split), 1)
-    return Evaluation(
-        pr_auc={h: float(v) for h, v in zip(split.heads, ap, strict=True)},
-        positives={h: int(p) for h, p in zip(split.heads, positives, strict=True)},
-        positive_rate={h: float(p) / rows for h, p in zip(split.heads, positives, strict=True)},
-    )
-
-
-class Progress:
-    """Periodic progress lines on stderr: step, a bar, loss, gradient norm, speed."""
-
-    def __init__(self, total: int, start: int, stream: IO[str]) -> None:
-        self.total, self.start, self.stream = total, start, stream
-        self.started = time.perf_counter()
-
-    def update(self, step: int, loss: float, grad_norm: float, lr: float) -> None:
-        done = step / self.total
-        bar = "#" * int(24 * done) + "." * (24 - int(24 * done))
-        rate = (step - self.start) / max(time.perf_counter() - self.started, 1e-9)
-        print(
-            f"step {step:>6}/{self.total} [{bar}] loss {loss:.4f} grad_norm {grad_norm:.3g} "
-            f"lr {lr:.2e} {rate:.1f} steps/s",
-            file=self.stream, flush=True,
-        )
-
-
-class MetricsLog:
-    """``metrics.jsonl``, appended line by line and flushed, so a kill loses at most a line.
-
-    Resuming appends to it; a line torn by a kill is cut off first, so the file stays one
-    JSON object per line. Steps the killed process logged after its last checkpoint are
-    logged again by the resumed run, after a ``resume`` event that says from where.
-    """
-
-    def __init__(self, path: Path, append: bool) -> None:
-        if append and path.exists():
-            data = path.read_bytes()
-            if data and not data.endswith(b"\n"):
-                with path.open("r+b") as handle:
-                    handle.truncate(data.rfind(b"\n") + 1)
-        self.handle = path.open("a" if append else "w", encoding="utf-8")
-
-    def write(self, event: dict[str, Any]) -> None:
-        self.handle.write(json.dumps(event) + "\n")
-        self.handle.flush()
-
-    def __enter__(self) -> MetricsLog:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.handle.close()
-
-
-def run_configuration(
-    config: TrainConfig, data_dir: str | Path, train: Split, holdout: Split
-) -> dict[str, Any]:
-    """Everything that determines a run's result: settings, data (shards and sizes), width.
-
-    Saved with every checkpoint; ``--resume`` refuses a command line that differs from it.
-    """
-    return {
-        **config.to_dict(),
-        "data_dir": str(Path(data_dir).resolve()),
-        "shards": {
-            "train": [list(s) for s in train.stats.shards],
-            "holdout": [list(s) for s in holdout.stats.shards],
-        },
-        "in_dim": int(train.cls.shape[1]),
-    }
-
-
 @dataclasses.dataclass
 class _Start:
     state: loop.TrainState | None
@@ -193,26 +79,40 @@ def _restore(path: Path, config: TrainConfig, run_config: dict[str, Any]) -> _St
     """Load a verified checkpoint into the model's structure, with its resumable state."""
     template = loop.init_state(config, run_config["in_dim"], len(config.heads))
     checkpoint = load_checkpoint(
-        path, template.params, template.opt_state,
+        path,
+        template.params,
+        template.opt_state,
         expect={k: run_config[k] for k in MODEL_SETTINGS},
     )
     state = loop.TrainState(checkpoint.step, checkpoint.params, checkpoint.opt_state)
-    return _Start(state, float(checkpoint.state.get("lr_scale", 1.0)),
-                  int(checkpoint.state.get("restarts", 0)))
+    return _Start(
+        state,
+        float(checkpoint.state.get("lr_scale", 1.0)),
+        int(checkpoint.state.get("restarts", 0)),
+    )
+
+
+def _refuse_existing_run(out_dir: Path) -> None:
+    path = latest_checkpoint(out_dir)
+    name = path.name if path is not None else "?"
+    raise ValueError(
+        f"{out_dir}: already holds a run (checkpoint {name}); pass --resume to continue it, "
+        "or choose another --out"
+    )
 
 
 def _resume_point(
-    out_dir: Path, config: TrainConfig, run_config: dict[str, Any], resume: bool,
+    out_dir: Path,
+    config: TrainConfig,
+    run_config: dict[str, Any],
+    resume: bool,
     stream: IO[str],
 ) -> _Start:
     """Where this run starts: a fresh step 0, or the verified latest checkpoint on resume."""
     path = latest_checkpoint(out_dir)
     if not resume:
         if path is not None:
-            raise ValueError(
-                f"{out_dir}: already holds a run (checkpoint {path.name}); pass --resume to "
-                "continue it, or choose another --out"
-            )
+            _refuse_existing_run(out_dir)
         return _Start(None)
     if path is None:
         print(f"resume: {out_dir} has no checkpoint yet: starting from step 0", file=stream)
@@ -225,31 +125,48 @@ def _resume_point(
             "line: " + "; ".join(differences)
         )
     start = _restore(path, config, run_config)
-    print(f"resume: continuing from checkpoint {path.name} at step {start.state.step}",
-          file=stream)
+    print(f"resume: continuing from checkpoint {path.name} at step {start.state.step}", file=stream)
     return start
 
 
 def _write_postmortem(
-    out_dir: Path, err: NonFiniteError, run_config: dict[str, Any],
-    weights: np.ndarray, mask: np.ndarray, restarts: int,
+    out_dir: Path,
+    err: NonFiniteError,
+    run_config: dict[str, Any],
+    weights: np.ndarray,
+    mask: np.ndarray,
+    restarts: int,
 ) -> Path:
     """Replay the halted step on the host and keep everything needed to investigate it."""
     context = err.context
-    replay = replay_step(trainer_loss_with_aux(context.config, weights, mask),
-                         context.params, context.batch, optimizer=make_optimizer(context.config),
-                         opt_state=context.opt_state)
+    loss = trainer_loss_with_aux(context.config, weights, mask)
+    optimizer = make_optimizer(context.config)
+    replay = replay_step(
+        loss, context.params, context.batch, optimizer=optimizer, opt_state=context.opt_state
+    )
+    # Twice more, bit for bit, on the machine that failed: does the step even repeat?
+    repeat = repeat_step(loss, context.params, context.batch, optimizer, context.opt_state)
     rows = context.row_indices
     return write_bundle(
         out_dir,
-        step=err.step, loss=err.loss, grad_norm=err.grad_norm,
-        learning_rate=context.learning_rate, message=str(err), batch=context.batch,
+        step=err.step,
+        loss=err.loss,
+        grad_norm=err.grad_norm,
+        learning_rate=context.learning_rate,
+        message=str(err),
+        batch=context.batch,
         row_indices=np.full(len(context.batch["cls"]), -1) if rows is None else rows,
-        params=context.params, opt_state=context.opt_state, replay=replay,
+        params=context.params,
+        opt_state=context.opt_state,
+        replay=replay,
         config={**run_config, "peak_lr": context.config.peak_lr},
-        heads=context.config.heads, restart=restarts,
-        extra={"head_weights": np.asarray(weights).tolist(),
-               "head_mask": np.asarray(mask).tolist()},
+        heads=context.config.heads,
+        restart=restarts,
+        repeat=repeat,
+        extra={
+            "head_weights": np.asarray(weights).tolist(),
+            "head_mask": np.asarray(mask).tolist(),
+        },
     )
 
 
@@ -257,12 +174,22 @@ class _Run:
     """One run's moving parts: the loop's hooks, evaluations, checkpoints, halts, restarts."""
 
     def __init__(
-        self, config: TrainConfig, out_dir: Path, holdout: Split, run_config: dict[str, Any],
-        options: RunOptions, metrics: MetricsLog, stream: IO[str],
+        self,
+        config: TrainConfig,
+        out_dir: Path,
+        holdout: Split,
+        run_config: dict[str, Any],
+        options: RunOptions,
+        metrics: MetricsLog,
+        stream: IO[str],
     ) -> None:
         self.config, self.out_dir, self.holdout = config, out_dir, holdout
         self.run_config, self.options, self.metrics, self.stream = (
-            run_config, options, metrics, stream)
+            run_config,
+            options,
+            metrics,
+            stream,
+        )
         self.restarts, self.lr_scale = 0, 1.0
         self.last_eval: tuple[int, Evaluation] | None = None
 
@@ -273,23 +200,43 @@ class _Run:
             config = dataclasses.replace(config, peak_lr=config.peak_lr * self.lr_scale)
         if config.eval_every > 0:
             config = dataclasses.replace(
-                config, sync_every=math.gcd(config.sync_every, config.eval_every))
+                config, sync_every=math.gcd(config.sync_every, config.eval_every)
+            )
         return config
 
     def begin(self, start: _Start, schedule_config: TrainConfig) -> None:
         self.schedule = make_schedule(schedule_config)
-        self.progress = Progress(self.config.steps, start.state.step if start.state else 0,
-                                 self.stream)
+        self.progress = Progress(
+            self.config.steps, start.state.step if start.state else 0, self.stream
+        )
 
     def on_history(self, first: int, values: dict[str, np.ndarray]) -> None:
         steps = np.arange(first, first + values["loss"].size)
         lrs = np.asarray(self.schedule(steps), dtype=np.float64)
         columns = {k: v.tolist() for k, v in values.items()}
         for i, step in enumerate(steps.tolist()):
-            self.metrics.write({"event": "train", "step": step, "lr": lrs[i],
-                                **{k: columns[k][i] for k in columns}})
-        self.progress.update(int(steps[-1]) + 1, columns["loss"][-1], columns["grad_norm"][-1],
-                             float(lrs[-1]))
+            self.metrics.write(
+                {
+                    "event": "train",
+                    "step": step,
+                    "lr": float(lrs[i]),
+                    **{k: columns[k][i] for k in columns},
+                }
+            )
+        # Progress shows finite steps only: at a halt the error, printed next, names the step.
+        finite = [
+            math.isfinite(a) and math.isfinite(b)
+            for a, b in zip(columns["loss"], columns["grad_norm"], strict=True)
+        ]
+        shown = finite.index(False) if False in finite else len(finite)
+        if shown:
+            last = shown - 1
+            self.progress.update(
+                int(steps[last]) + 1,
+                columns["loss"][last],
+                columns["grad_norm"][last],
+                float(lrs[last]),
+            )
 
     def on_sync(self, state: loop.TrainState) -> None:
         """Evaluate and checkpoint when due; the loop calls this only after a finite sync."""
@@ -298,37 +245,69 @@ class _Run:
             self.evaluate(state)
             # The loop's sync already refused non-finite parameters, and save_checkpoint
             # refuses them again as the last line of defence.
-            save_checkpoint(self.out_dir, state.step, state.params, state.opt_state,
-                            self.run_config,
-                            state={"lr_scale": self.lr_scale, "restarts": self.restarts})
+            save_checkpoint(
+                self.out_dir,
+                state.step,
+                state.params,
+                state.opt_state,
+                self.run_config,
+                state={"lr_scale": self.lr_scale, "restarts": self.restarts},
+            )
 
     def evaluate(self, state: loop.TrainState) -> Evaluation:
         evaluation = evaluate(state.params, self.holdout)
         self.last_eval = (state.step, evaluation)
-        self.metrics.write({"event": "eval", "step": state.step, "pr_auc": evaluation.pr_auc,
-                            "positives": evaluation.positives})
-        shown = " ".join(f"{h}={v:.3f}" for h, v in evaluation.pr_auc.items())
+        event = {
+            "event": "eval",
+            "step": state.step,
+            "pr_auc": evaluation.pr_auc,
+            "positives": evaluation.positives,
+        }
+        if evaluation.undefined():
+            event["pr_auc_undefined"] = evaluation.undefined()
+        self.metrics.write(event)
+        shown = " ".join(
+            f"{h}={'-' if v is None else f'{v:.3f}'}" for h, v in evaluation.pr_auc.items()
+        )
         print(f"eval at step {state.step}: PR-AUC {shown}", file=self.stream, flush=True)
         return evaluation
 
     def halted(self, err: NonFiniteError, weights: np.ndarray, mask: np.ndarray) -> _Start:
         """Keep a post-mortem; return where to restart from, or re-raise when out of restarts."""
         try:
-            bundle: Path | None = _write_postmortem(self.out_dir, err, self.run_config,
-                                                    weights, mask, self.restarts)
+            bundle: Path | None = _write_postmortem(
+                self.out_dir, err, self.run_config, weights, mask, self.restarts
+            )
         except Exception as failure:  # the halt itself must still be reported as documented
             log.error("could not write the post-mortem bundle: %r", failure)
             bundle = None
         kept = str(bundle) if bundle is not None else None
-        self.metrics.write({"event": "halt", "step": err.step, "loss": err.loss,
-                            "grad_norm": err.grad_norm, "lr": err.context.learning_rate,
-                            "message": str(err), "postmortem": kept})
+        self.metrics.write(
+            {
+                "event": "halt",
+                "step": err.step,
+                "loss": err.loss,
+                "grad_norm": err.grad_norm,
+                "lr": err.context.learning_rate,
+                "message": str(err),
+                "postmortem": kept,
+            }
+        )
         if self.options.on_nonfinite != "restart" or self.restarts >= self.options.max_restarts:
             err.postmortem = bundle
-            write_json_atomic(self.out_dir / STATUS, {
-                "status": "halted", "step": err.step, "loss": err.loss,
-                "grad_norm": err.grad_norm, "message": str(err), "postmortem": kept,
-                "restarts": self.restarts, "config": self.run_config})
+            write_status(
+                self.out_dir,
+                {
+                    "status": "halted",
+                    "step": err.step,
+                    "loss": err.loss,
+                    "grad_norm": err.grad_norm,
+                    "message": str(err),
+                    "postmortem": kept,
+                    "restarts": self.restarts,
+                    "config": self.run_config,
+                },
+            )
             raise err
         self.restarts += 1
         self.lr_scale *= 0.5
@@ -341,17 +320,29 @@ class _Run:
             f"step:\n{err}\n!!! post-mortem kept at {bundle}\n"
             f"!!! restarting from step {begin} ({where}) with the learning rate scaled by "
             f"{self.lr_scale:g}\n",
-            file=self.stream, flush=True,
+            file=self.stream,
+            flush=True,
         )
-        self.metrics.write({"event": "restart", "step": begin, "restart": self.restarts,
-                            "lr_scale": self.lr_scale, "halted_step": err.step,
-                            "postmortem": kept})
+        self.metrics.write(
+            {
+                "event": "restart",
+                "step": begin,
+                "restart": self.restarts,
+                "lr_scale": self.lr_scale,
+                "halted_step": err.step,
+                "postmortem": kept,
+            }
+        )
         return start
 
 
 def run_training(
-    config: TrainConfig, data_dir: str | Path, out_dir: str | Path, *,
-    stream: IO[str] | None = None, options: RunOptions | None = None,
+    config: TrainConfig,
+    data_dir: str | Path,
+    out_dir: str | Path,
+    *,
+    stream: IO[str] | None = None,
+    options: RunOptions | None = None,
 ) -> RunSummary:
     """Train ``config`` on ``data_dir`` into ``out_dir``; raises ``NonFiniteError`` on a halt.
 
@@ -362,20 +353,36 @@ def run_training(
     options = options or RunOptions()
     stream = stream or sys.stderr  # looked up per call: the process may have replaced it
     out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    # Every setting is checked before the data is read, and nothing is created until the
+    # data has been checked too: a refused run leaves no trace.
+    problems = check_settings(config) + options.problems()
+    if problems:
+        raise SettingsError(problems)
+    if not options.resume and latest_checkpoint(out_dir) is not None:
+        _refuse_existing_run(out_dir)
     train, holdout = load_dataset(data_dir, config.heads)
     label_counts = train.labels.sum(axis=0)
-    masked = validate(config, len(train), label_counts)
+    masked, problems = check_data(config, len(train), label_counts.tolist())
+    if problems:
+        raise SettingsError(problems)
     if masked:
-        log.warning("WARNING: heads with zero training positives are MASKED OUT of the loss: "
-                    "%s", ", ".join(masked))
-    weights, mask = head_weighting(config.class_weighting, label_counts, len(train),
-                                   len(config.heads), config.mask_zero_positive_heads)
-    run_config = run_configuration(config, data_dir, train, holdout)
+        log.warning(
+            "WARNING: heads with zero training positives are MASKED OUT of the loss: %s",
+            ", ".join(masked),
+        )
+    weights, mask = head_weighting(
+        config.class_weighting,
+        label_counts,
+        len(train),
+        len(config.heads),
+        config.mask_zero_positive_heads,
+    )
+    run_config = run_configuration(config.to_dict(), data_dir, train, holdout)
     start = _resume_point(out_dir, config, run_config, options.resume, stream)
     resumed_from = start.state.step if start.state is not None else None
 
-    write_json_atomic(out_dir / STATUS, {"status": "running", "config": run_config})
+    out_dir.mkdir(parents=True, exist_ok=True)
+    write_status(out_dir, {"status": "running", "config": run_config})
     with MetricsLog(out_dir / METRICS, append=resumed_from is not None) as metrics:
         if resumed_from is not None:
             metrics.write({"event": "resume", "step": resumed_from})
@@ -386,8 +393,14 @@ def run_training(
             run.begin(start, loop_config)
             try:
                 result = loop.train_arrays(
-                    loop_config, train.cls, train.labels, head_weights=weights, head_mask=mask,
-                    state=start.state, on_sync=run.on_sync, on_history=run.on_history,
+                    loop_config,
+                    train.cls,
+                    train.labels,
+                    head_weights=weights,
+                    head_mask=mask,
+                    state=start.state,
+                    on_sync=run.on_sync,
+                    on_history=run.on_history,
                 )
                 break
             except NonFiniteError as err:
@@ -400,25 +413,18 @@ def run_training(
     scores_path = None
     if options.holdout_scores_out is not None:
         scores_path = write_holdout_scores(
-            options.holdout_scores_out, holdout.user_id, holdout.label_lists,
-            holdout.label_source, holdout.label_strength, predict(state.params, holdout.cls),
-            config.heads,
+            options.holdout_scores_out, holdout, predict(state.params, holdout.cls)
         )
-    write_json_atomic(out_dir / STATUS, {
-        "status": "finished", "step": state.step, "config": run_config,
-        "pr_auc": evaluation.pr_auc, "masked_heads": list(masked), "restarts": run.restarts,
+    finished = {
+        "status": "finished",
+        "step": state.step,
+        "config": run_config,
+        "pr_auc": evaluation.pr_auc,
+        "masked_heads": list(masked),
+        "restarts": run.restarts,
         "lr_scale": run.lr_scale,
-    })
-    return RunSummary(out_dir, state, evaluation, masked, run.restarts, resumed_from,
-                      scores_path)
-
-
-def format_evaluation(evaluation: Evaluation) -> str:
-    """A table of every head's holdout PR-AUC beside its positive rate (the chance level)."""
-    lines = [f"{'head':<22}{'positives':>10}{'pos. rate':>11}{'PR-AUC':>9}{'x chance':>10}"]
-    for head, ap in evaluation.pr_auc.items():
-        rate = evaluation.positive_rate[head]
-        lift = ap / rate if rate > 0 else float("nan")
-        lines.append(f"{head:<22}{evaluation.positives[head]:>10}{rate:>11.4f}{ap:>9.4f}"
-                     f"{lift:>10.1f}")
-    return "\n".join(lines)
+    }
+    if evaluation.undefined():
+        finished["pr_auc_undefined"] = evaluation.undefined()
+    write_status(out_dir, finished)
+    return RunSummary(out_dir, state, evaluation, masked, run.restarts, resumed_from, scores_path)

@@ -16,7 +16,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from nozero_trainer.checkpoint import atomic_output
+from nozero._atomic import atomic_output
+from nozero_trainer.data import Split
 
 SOURCE_COLUMNS: dict[str, pa.DataType] = {
     "user_id": pa.int64(),
@@ -66,17 +67,16 @@ def scores_table(
     return pa.table(columns)
 
 
-def write_holdout_scores(
-    path: str | os.PathLike[str],
-    user_id: Any,
-    labels: Any,
-    label_source: Any,
-    label_strength: Any,
-    scores: np.ndarray,
-    heads: Sequence[str],
-) -> Path:
-    """Write the scores parquet atomically: readers see the old file or the whole new one."""
-    table = scores_table(user_id, labels, label_source, label_strength, scores, heads)
+def write_holdout_scores(path: str | os.PathLike[str], split: Split, scores: np.ndarray) -> Path:
+    """Write ``split``'s rows beside ``scores`` atomically: the old file or the whole new one."""
+    table = scores_table(
+        split.user_id,
+        split.label_lists,
+        split.label_source,
+        split.label_strength,
+        scores,
+        split.heads,
+    )
     with atomic_output(path) as tmp:
         pq.write_table(table, tmp)
     return Path(path)

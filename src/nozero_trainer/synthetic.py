@@ -42,8 +42,14 @@ def _list_array(offsets: np.ndarray, values: pa.Array) -> pa.Array:
 
 
 def _write_split(
-    out: Path, user_ids: np.ndarray, cls: np.ndarray, hot: np.ndarray, bots: list[str],
-    rng: np.random.Generator, shards: int, non_strong_fraction: float,
+    out: Path,
+    user_ids: np.ndarray,
+    cls: np.ndarray,
+    hot: np.ndarray,
+    bots: list[str],
+    rng: np.random.Generator,
+    shards: int,
+    non_strong_fraction: float,
 ) -> None:
     out.mkdir(parents=True)
     rows, dim = cls.shape
@@ -55,17 +61,20 @@ def _write_split(
     bounds = np.linspace(0, rows, shards + 1).astype(int)
     for shard, (start, stop) in enumerate(zip(bounds[:-1], bounds[1:], strict=True)):
         lo, hi = label_offsets[start], label_offsets[stop]
-        table = pa.table({
-            "user_id": pa.array(user_ids[start:stop], pa.int64()),
-            "cls": _list_array(
-                np.arange(stop - start + 1) * dim, pa.array(cls[start:stop].reshape(-1))
-            ),
-            "labels": _list_array(
-                label_offsets[start : stop + 1] - lo, pa.array(names[hot_cols[lo:hi]], pa.string())
-            ),
-            "label_source": pa.array(source[start:stop], pa.string()),
-            "label_strength": pa.array(strength[start:stop], pa.string()),
-        })
+        table = pa.table(
+            {
+                "user_id": pa.array(user_ids[start:stop], pa.int64()),
+                "cls": _list_array(
+                    np.arange(stop - start + 1) * dim, pa.array(cls[start:stop].reshape(-1))
+                ),
+                "labels": _list_array(
+                    label_offsets[start : stop + 1] - lo,
+                    pa.array(names[hot_cols[lo:hi]], pa.string()),
+                ),
+                "label_source": pa.array(source[start:stop], pa.string()),
+                "label_strength": pa.array(strength[start:stop], pa.string()),
+            }
+        )
         pq.write_table(table, out / f"part-{shard:05d}.parquet")
 
 
@@ -90,8 +99,9 @@ def make_data(
     """
     out_dir = Path(out_dir)
     if rows < 10 or dim < 1 or shards < 1:
-        raise ValueError(f"make_data: need rows >= 10, dim >= 1, shards >= 1 (got {rows}, {dim}, "
-                         f"{shards})")
+        raise ValueError(
+            f"make_data: need rows >= 10, dim >= 1, shards >= 1 (got {rows}, {dim}, {shards})"
+        )
     if out_dir.exists() and any(out_dir.iterdir()):
         raise ValueError(f"{out_dir}: exists and is not empty; refusing to overwrite")
     rng = np.random.default_rng(seed)
@@ -113,8 +123,16 @@ def make_data(
     try:
         for name, part in (("holdout", slice(0, n_holdout)), ("train", slice(n_holdout, rows))):
             split_shards = max(1, min(shards, (part.stop - part.start) // 2))
-            _write_split(tmp / name, user_ids[part], cls[part], hot[part], bots, rng,
-                         split_shards, non_strong_fraction)
+            _write_split(
+                tmp / name,
+                user_ids[part],
+                cls[part],
+                hot[part],
+                bots,
+                rng,
+                split_shards,
+                non_strong_fraction,
+            )
         if out_dir.exists():
             out_dir.rmdir()
         os.rename(tmp, out_dir)

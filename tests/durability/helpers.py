@@ -33,5 +33,3 @@ def nozero_train(*args: object, timeout: float = 300) -> subprocess.CompletedPro
     command = [sys.executable, "-m", "nozero_trainer.cli", *map(str, args)]
     env = {**os.environ, "JAX_PLATFORMS": "cpu"}
     return subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env)
-
-

@@ -10,8 +10,11 @@ import numpy as np
 import optax
 import pytest
 
+from nozero._atomic import atomic_output
 from nozero_trainer import checkpoint as ckpt
 from nozero_trainer.model import init_params
+from nozero_trainer.pytree_npz import read_npz
+from nozero_trainer.run_config import normalise_config
 
 CONFIG = {"data": "/data", "shards": {"train/a.parquet": 123}, "heads": ["A", "B"], "seed": 3}
 CONFIG["hidden_dims"] = [4]
@@ -43,7 +46,7 @@ def test_round_trip_restores_params_and_optax_state(tmp_path):
     loaded = ckpt.load_checkpoint(path, template_params, optimizer.init(template_params))
     assert loaded.step == 7
     assert loaded.state == {"lr_scale": 0.5}
-    assert loaded.config == ckpt.normalise_config(CONFIG)
+    assert loaded.config == normalise_config(CONFIG)
     _assert_trees_equal(loaded.params, params)
     _assert_trees_equal(loaded.opt_state, opt_state)
     manifest = json.loads((path / "manifest.json").read_text())
@@ -110,7 +113,7 @@ def test_truncated_npz_names_the_file_and_changes_nothing(tmp_path):
 
 def test_sha256_mismatch_names_file_and_array(tmp_path):
     path, params, optimizer = _saved(tmp_path)
-    arrays = ckpt.read_npz(path / "opt_state.npz")
+    arrays = read_npz(path / "opt_state.npz")
     arrays["1/0/nu/1/b"] = arrays["1/0/nu/1/b"] + 1.0  # same shape, other bytes
     np.savez(path / "opt_state.npz", **arrays)
     with pytest.raises(ckpt.CheckpointError, match=r"opt_state\.npz: array '1/0/nu/1/b' fails"):
@@ -183,7 +186,7 @@ def test_config_differences_name_each_setting():
 def test_atomic_output_keeps_the_old_file_on_error(tmp_path):
     target = tmp_path / "f.txt"
     target.write_text("old")
-    with pytest.raises(RuntimeError), ckpt.atomic_output(target) as tmp:
+    with pytest.raises(RuntimeError), atomic_output(target) as tmp:
         tmp.write_text("half")
         raise RuntimeError("disk full")
     assert target.read_text() == "old"

@@ -25,8 +25,16 @@ EXIT_USAGE, EXIT_HALT = 2, 3
 # parameters, scales the weights with the rate, and step 2's logits overflow float32 once
 # the rate passes about 1e37 (measured: 9.5e36 trains, 1e37 halts). This rate halts at
 # step 2, before the first checkpoint; half of it (7e36) trains through.
-DIVERGING = dict(hidden_dims=(), peak_lr=1.4e37, weight_decay=0.0, warmup_steps=1, steps=3,
-                 eval_every=3, sync_every=1, chunk_steps=1)
+DIVERGING = dict(
+    hidden_dims=(),
+    peak_lr=1.4e37,
+    weight_decay=0.0,
+    warmup_steps=1,
+    steps=3,
+    eval_every=3,
+    sync_every=1,
+    chunk_steps=1,
+)
 
 
 @dataclasses.dataclass
@@ -116,11 +124,15 @@ def test_a_halt_leaves_a_bundle_and_the_postmortem_command_diagnoses_it(data_dir
     [bundle] = find_bundles(out)
     assert f"post-mortem bundle: {bundle}" in result.stderr
     assert sorted(p.name for p in bundle.iterdir()) == [
-        "batch.npz", "config.json", "halt.json", "opt_state.npz", "params.npz"]
+        "batch.npz",
+        "config.json",
+        "halt.json",
+        "opt_state.npz",
+        "params.npz",
+    ]
     halt = json.loads((bundle / "halt.json").read_text())
     assert halt["message"] == message and halt["learning_rate"] > 1e20
-    assert set(halt["loss_terms"]) == {"bce", "rce", "focal_mean_weight",
-                                       "weighted per-head loss"}
+    assert set(halt["loss_terms"]) == {"bce", "rce", "focal_mean_weight", "weighted per-head loss"}
     with np.load(bundle / "batch.npz", allow_pickle=False) as batch:
         assert batch["cls"].shape == (32, 16) and batch["row_indices"].shape == (32,)
     with np.load(bundle / "params.npz", allow_pickle=False) as params:
@@ -135,6 +147,9 @@ def test_a_halt_leaves_a_bundle_and_the_postmortem_command_diagnoses_it(data_dir
     assert f"halted at step {halt['step']}" in text
     assert "inputs: every value of the batch is finite" in text
     assert "float64 re-run of the step" in text
+    assert halt["repeat"]["identical"] is True  # re-run twice where it failed: same bits
+    assert "(where it failed): bitwise identical" in text
+    assert "(here): bitwise identical" in text
     assert "Lower --peak-lr" in text
 
 
@@ -163,8 +178,7 @@ def test_restart_halves_the_learning_rate_and_finishes(train, tmp_path):
 
 def test_restarts_are_bounded(train, tmp_path):
     out = tmp_path / "run"
-    result = train(out, "--on-nonfinite", "restart", "--max-restarts", "1",
-                   steps=50, peak_lr=1e30)
+    result = train(out, "--on-nonfinite", "restart", "--max-restarts", "1", steps=50, peak_lr=1e30)
     assert result.returncode == EXIT_HALT
     assert "RESTART 1/1" in result.stderr and "RESTART 2/" not in result.stderr
     assert len(_documented_lines(result.stderr)) == 2  # every halt is reported, loudly

@@ -20,7 +20,7 @@ import numpy as np
 from nozero_trainer import checkpoint as ckpt
 from nozero_trainer import loop
 from nozero_trainer.config import TrainConfig
-from nozero_trainer.postmortem import read_metrics
+from nozero_trainer.runlog import read_metrics
 from nozero_trainer.runner import run_training
 
 from .helpers import TINY, tiny_flags
@@ -30,11 +30,22 @@ KILLS = 3
 
 
 def _start(data_dir, out):
-    command = [sys.executable, "-m", "nozero_trainer.cli", "train", "--data", str(data_dir),
-               "--out", str(out), "--resume", *tiny_flags(**CRASH)]
+    command = [
+        sys.executable,
+        "-m",
+        "nozero_trainer.cli",
+        "train",
+        "--data",
+        str(data_dir),
+        "--out",
+        str(out),
+        "--resume",
+        *tiny_flags(**CRASH),
+    ]
     env = {**os.environ, "JAX_PLATFORMS": "cpu"}
-    return subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            text=True, env=env)
+    return subprocess.Popen(
+        command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env
+    )
 
 
 def _kill_while_checkpointing(process, rng):
@@ -80,11 +91,14 @@ def test_sigkill_at_random_moments_then_resume_matches_an_uninterrupted_run(data
     config = TrainConfig(**CRASH)
     fresh = run_training(config, data_dir, tmp_path / "fresh", stream=io.StringIO())
     template = loop.init_state(config, 16, len(config.heads))
-    final = ckpt.load_checkpoint(ckpt.latest_checkpoint(out), template.params,
-                                 template.opt_state)
+    final = ckpt.load_checkpoint(ckpt.latest_checkpoint(out), template.params, template.opt_state)
     assert final.step == CRASH["steps"]
-    pairs = zip(jax.tree_util.tree_leaves(final.params),
-                jax.tree_util.tree_leaves(fresh.state.params), strict=True)
+    pairs = zip(
+        jax.tree_util.tree_leaves(final.params),
+        jax.tree_util.tree_leaves(fresh.state.params),
+        strict=True,
+    )
     for resumed, uninterrupted in pairs:
-        np.testing.assert_allclose(np.asarray(resumed), np.asarray(uninterrupted),
-                                   rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(
+            np.asarray(resumed), np.asarray(uninterrupted), rtol=1e-5, atol=1e-6
+        )

@@ -11,7 +11,7 @@ import matplotlib.image
 import pytest
 
 from nozero_trainer.plot import _stretches, draw_run, plot_run
-from nozero_trainer.postmortem import read_metrics
+from nozero_trainer.runlog import read_metrics
 
 
 def _metrics(run_dir):

@@ -198,10 +198,64 @@ def test_non_finite_parameters_before_the_step_are_named(tmp_path):
     batch = {"x": np.full((4, 3), 0.1, np.float32)}
     replay = pm.replay_step(naive_logsumexp_loss, params, batch)
     path = pm.write_bundle(
-        tmp_path, step=5, loss=replay.loss, grad_norm=replay.grad_norm, learning_rate=0.1,
-        message=format_message(5, replay.loss, replay.grad_norm), batch=batch,
-        row_indices=np.arange(4), params=params, opt_state=(), replay=replay, config={},
+        tmp_path,
+        step=5,
+        loss=replay.loss,
+        grad_norm=replay.grad_norm,
+        learning_rate=0.1,
+        message=format_message(5, replay.loss, replay.grad_norm),
+        batch=batch,
+        row_indices=np.arange(4),
+        params=params,
+        opt_state=(),
+        replay=replay,
+        config={},
         heads=HEADS,
     )
     text = pm.diagnose(pm.read_bundle(path), None)
     assert "parameters before the step: NaN/Inf in w (an earlier update overflowed" in text
+
+
+def test_a_deterministic_step_repeats_bit_for_bit_and_the_diagnosis_says_so(tmp_path):
+    batch = {"x": np.array([[0.0, 100.0, 0.0]] + [[0.1, 0.2, 0.3]] * 3, np.float32)}
+    repeat = pm.repeat_step(naive_logsumexp_loss, _params(), batch)
+    assert repeat.identical and repeat.differing == []
+    assert repeat.compared == 4  # loss, one term, one stage, one gradient leaf
+    path, _ = _write(tmp_path, batch)
+    text = pm.diagnose(pm.read_bundle(path), None, repeat)
+    assert "bitwise identical in all 4 outputs: the computation is deterministic" in text
+    assert "the float32 re-run fails as the run did: the failure repeats" in text
+    assert "not deterministic" not in text
+
+
+def test_a_step_whose_bits_change_between_runs_is_called_not_deterministic(tmp_path):
+    import jax
+
+    calls = iter(range(1, 100))
+
+    def drifting_loss(params, batch):
+        # A host value that changes on every run stands in for a non-deterministic kernel.
+        noise = jax.pure_callback(
+            lambda: np.float32(next(calls) * 1e-7), jax.ShapeDtypeStruct((), jnp.float32)
+        )
+        loss, aux = naive_logsumexp_loss(params, batch)
+        return loss + noise, aux
+
+    batch = {"x": np.full((4, 3), 0.1, np.float32)}
+    repeat = pm.repeat_step(drifting_loss, _params(), batch)
+    assert not repeat.identical and repeat.differing == ["loss"]
+    path, _ = _write(tmp_path, batch)
+    text = pm.diagnose(pm.read_bundle(path), None, repeat)
+    assert "the results DIFFER in 1 of 4 outputs (loss)" in text
+    assert "the computation is not deterministic: suspect the hardware or a" in text
+
+
+def test_a_finite_float32_replay_of_a_failed_step_is_reported_as_not_repeating(tmp_path):
+    batch = {"x": np.full((4, 3), 0.1, np.float32)}  # finite in float32
+    path, replay = _write(tmp_path, batch)
+    halt_file = path / "halt.json"
+    halt = json.loads(halt_file.read_text())
+    halt["loss"], halt["nonfinite"] = None, {"loss": "nan"}  # the run itself saw a NaN
+    halt_file.write_text(json.dumps(halt))
+    text = pm.diagnose(pm.read_bundle(path), None)
+    assert "the float32 re-run of the step is finite, although the run's step was not" in text

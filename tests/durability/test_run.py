@@ -6,6 +6,7 @@ import io
 import json
 import math
 import shutil
+from pathlib import Path
 
 import jax
 import numpy as np
@@ -13,10 +14,12 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from nozero._atomic import atomic_write_text
 from nozero_trainer import checkpoint as ckpt
-from nozero_trainer.config import TrainConfig
+from nozero_trainer.config import RunOptions, TrainConfig
 from nozero_trainer.data import load_split
-from nozero_trainer.runner import RunOptions, predict, run_training
+from nozero_trainer.evaluation import predict
+from nozero_trainer.runner import run_training
 from nozero_trainer.synthetic import make_data
 
 from .helpers import TINY
@@ -25,8 +28,9 @@ CONFIG = TrainConfig(**TINY)
 
 
 def _run(data_dir, out_dir, config=CONFIG, **options):
-    return run_training(config, data_dir, out_dir, stream=io.StringIO(),
-                        options=RunOptions(**options))
+    return run_training(
+        config, data_dir, out_dir, stream=io.StringIO(), options=RunOptions(**options)
+    )
 
 
 def _events(run_dir, kind):
@@ -67,8 +71,10 @@ def test_checkpoints_at_evaluations_latest_is_the_end_and_verifies(finished, dat
     config = json.loads((latest / "config.json").read_text())
     assert config["seed"] == 0 and config["heads"] == list(CONFIG.heads)
     assert config["data_dir"] == str(data_dir.resolve())
-    assert [name for name, _ in config["shards"]["train"]] == ["part-00000.parquet",
-                                                               "part-00001.parquet"]
+    assert [name for name, _ in config["shards"]["train"]] == [
+        "part-00000.parquet",
+        "part-00001.parquet",
+    ]
     assert all(size > 0 for _, size in config["shards"]["train"] + config["shards"]["holdout"])
     restored = ckpt.load_checkpoint(latest, summary.state.params, summary.state.opt_state)
     _assert_params_close(restored.params, summary.state.params)
@@ -85,8 +91,9 @@ def test_holdout_scores_file(finished, data_dir):
     np.testing.assert_allclose(scores, predict(summary.state.params, split.cls), rtol=1e-6)
 
 
-def test_resume_from_a_middle_checkpoint_ends_like_an_uninterrupted_run(finished, data_dir,
-                                                                        tmp_path):
+def test_resume_from_a_middle_checkpoint_ends_like_an_uninterrupted_run(
+    finished, data_dir, tmp_path
+):
     _, uninterrupted = finished
     run_dir = tmp_path / "run"
     _run(data_dir, run_dir)
@@ -96,14 +103,23 @@ def test_resume_from_a_middle_checkpoint_ends_like_an_uninterrupted_run(finished
     for later in checkpoints:
         if later != middle:
             shutil.rmtree(later)
-    ckpt.atomic_write_text(run_dir / "checkpoints" / "latest", middle.name + "\n")
+    atomic_write_text(run_dir / "checkpoints" / "latest", middle.name + "\n")
     resumed = _run(data_dir, run_dir, resume=True)
     assert resumed.resumed_from == 100 and resumed.state.step == 200
     _assert_params_close(resumed.state.params, uninterrupted.state.params)
     assert [e["step"] for e in _events(run_dir, "resume")] == [100]
 
 
-def test_a_head_without_holdout_positives_reports_nan(data_dir, tmp_path):
+def _refuse_constant(name):
+    raise AssertionError(f"bare {name} in a file that must be strict JSON")
+
+
+def strict_load(text):
+    """``json.loads`` that rejects NaN and Infinity, as ``JSON.parse`` and ``jq`` do."""
+    return json.loads(text, parse_constant=_refuse_constant)
+
+
+def test_a_head_without_holdout_positives_gets_null_and_the_reason(data_dir, tmp_path):
     data = make_data(tmp_path / "data", 3000, 16, 0, shards=2)
     for shard in (data / "holdout").glob("*.parquet"):  # no RTBot left in the holdout
         table = pq.read_table(shard)
@@ -111,11 +127,39 @@ def test_a_head_without_holdout_positives_reports_nan(data_dir, tmp_path):
         index = table.column_names.index("labels")
         table = table.set_column(index, "labels", pa.array(labels, pa.list_(pa.string())))
         pq.write_table(table, shard)
-    summary = _run(data, tmp_path / "run", TrainConfig(**{**TINY, "steps": 50}))
-    assert math.isnan(summary.evaluation.pr_auc["RTBot"])
-    event = _events(tmp_path / "run", "eval")[-1]
-    assert math.isnan(event["pr_auc"]["RTBot"]) and event["positives"]["RTBot"] == 0
-    assert '"RTBot": NaN' in (tmp_path / "run" / "metrics.jsonl").read_text()
+    run = tmp_path / "run"
+    summary = _run(data, run, TrainConfig(**{**TINY, "steps": 50}))
+    assert summary.evaluation.pr_auc["RTBot"] is None
+    events = [strict_load(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    event = [e for e in events if e["event"] == "eval"][-1]
+    assert event["pr_auc"]["RTBot"] is None and event["positives"]["RTBot"] == 0
+    assert "no positives" in event["pr_auc_undefined"]["RTBot"]
+    assert isinstance(event["pr_auc"]["FollowBot"], float)
+    status = strict_load((run / "status.json").read_text())
+    assert status["pr_auc"]["RTBot"] is None and "RTBot" in status["pr_auc_undefined"]
+
+
+def test_a_halted_run_writes_strict_json_with_the_nonfinite_values_named(data_dir, tmp_path):
+    from nozero import NonFiniteError
+    from nozero_trainer.runlog import read_metrics
+
+    run = tmp_path / "run"
+    with pytest.raises(NonFiniteError):
+        _run(data_dir, run, TrainConfig(**{**TINY, "steps": 50, "peak_lr": 1e30}))
+    lines = (run / "metrics.jsonl").read_text().splitlines()
+    events = [strict_load(line) for line in lines]
+    [halt] = [e for e in events if e["event"] == "halt"]
+    assert halt["loss"] is None or isinstance(halt["loss"], float)
+    named = {**halt.get("nonfinite", {})}
+    assert named and set(named.values()) <= {"nan", "inf", "-inf"}
+    assert all(halt[key] is None for key in named)
+    status = strict_load((run / "status.json").read_text())
+    assert status["status"] == "halted" and status["nonfinite"] == named
+    # Read back through the run log, the values are the floats the run saw.
+    [again] = [e for e in read_metrics(run / "metrics.jsonl") if e["event"] == "halt"]
+    assert all(not math.isfinite(again[key]) for key in named)
+    bundle = Path(halt["postmortem"])
+    strict_load((bundle / "halt.json").read_text())
 
 
 def test_a_failing_postmortem_never_hides_the_documented_error(data_dir, tmp_path, monkeypatch):

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import numpy as np
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from nozero_trainer.data import LoadStats, Split
 from nozero_trainer.scores import write_holdout_scores
 
 HEADS = ["FollowBot", "LegitimateUser"]
@@ -22,8 +24,23 @@ def _columns(rows=3):
     )
 
 
+def _split(columns):
+    rows = len(columns["user_id"])
+    return Split(
+        user_id=columns["user_id"],
+        cls=np.zeros((rows, 4), np.float32),
+        labels=np.zeros((rows, len(columns["heads"])), np.float32),
+        label_lists=pa.array(columns["labels"], pa.list_(pa.string())),
+        label_source=pa.array(columns["label_source"]),
+        label_strength=pa.array(columns["label_strength"]),
+        heads=tuple(columns["heads"]),
+        stats=LoadStats(shards=[]),
+    )
+
+
 def test_writes_source_columns_and_one_score_column_per_head(tmp_path):
-    path = write_holdout_scores(tmp_path / "scores.parquet", **_columns())
+    columns = _columns()
+    path = write_holdout_scores(tmp_path / "scores.parquet", _split(columns), columns["scores"])
     table = pq.read_table(path)
     assert table.column_names == [
         "user_id",
@@ -41,12 +58,13 @@ def test_writes_source_columns_and_one_score_column_per_head(tmp_path):
 
 def test_row_count_mismatch_names_the_column_and_keeps_the_old_file(tmp_path):
     target = tmp_path / "scores.parquet"
-    write_holdout_scores(target, **_columns())
+    columns = _columns()
+    write_holdout_scores(target, _split(columns), columns["scores"])
     before = target.read_bytes()
     bad = _columns()
     bad["label_source"] = ["manual"] * 2
     with pytest.raises(ValueError, match=r"column 'label_source' has 2 rows, scores have 3"):
-        write_holdout_scores(target, **bad)
+        write_holdout_scores(target, _split(bad), bad["scores"])
     assert target.read_bytes() == before
     assert list(tmp_path.iterdir()) == [target]
 
@@ -55,5 +73,5 @@ def test_score_width_must_match_the_heads(tmp_path):
     bad = _columns()
     bad["heads"] = ["FollowBot"]
     with pytest.raises(ValueError, match=r"expected shape \(rows, 1\) for heads \['FollowBot'\]"):
-        write_holdout_scores(tmp_path / "s.parquet", **bad)
+        write_holdout_scores(tmp_path / "s.parquet", _split(bad), bad["scores"])
     assert not (tmp_path / "s.parquet").exists()

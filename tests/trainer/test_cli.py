@@ -53,7 +53,7 @@ def test_bad_setting_exits_2_naming_it(synthetic_dir, tmp_path, capsys):
     code = main(["train", "--data", str(synthetic_dir), "--out", str(tmp_path / "r"), *SMALL,
                  "--focal-gamma", "-1"])
     assert code == 2
-    assert "focal_gamma" in capsys.readouterr().err
+    assert "--focal-gamma" in capsys.readouterr().err
     assert not (tmp_path / "r" / "status.json").exists()  # refused before anything ran
     with pytest.raises(SystemExit) as usage:
         main(["train", "--data", str(synthetic_dir)])  # argparse: --out is required

@@ -21,12 +21,12 @@ import importlib.util
 import json
 import os
 import sys
-import tempfile
 import time
 from collections.abc import Collection
 from pathlib import Path
 
 from nozero import __version__
+from nozero._atomic import atomic_write_text
 from nozero.lint.output import RuleInfo, rule_infos
 
 FORMAT_VERSION = 1
@@ -132,17 +132,12 @@ class Cache:
 def write_json_atomically(path: Path, data: object) -> None:
     """Temp file and rename: a reader sees the old cache or the new one, never half of
     one. Failing to write (a read-only checkout) only means running without a cache."""
-    temp = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         _mark_cache_directory(path.parent)
-        handle, temp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
-        with os.fdopen(handle, "w", encoding="utf-8") as out:
-            json.dump(data, out, separators=(",", ":"))
-        os.replace(temp, path)
+        atomic_write_text(path, json.dumps(data, separators=(",", ":")))
     except OSError:
-        if temp is not None:
-            Path(temp).unlink(missing_ok=True)
+        pass
 
 
 def _mark_cache_directory(directory: Path) -> None:

@@ -6,11 +6,10 @@ Regenerate with ``python -m nozero.lint.rules.pages docs/rules``.
 
 from __future__ import annotations
 
-import os
 import sys
-import tempfile
 from pathlib import Path
 
+from nozero._atomic import atomic_write_text
 from nozero.lint.rules import ALL_RULES
 from nozero.lint.rules.base import Rule
 
@@ -54,10 +53,7 @@ def write_pages(directory: Path) -> None:
     """Write every page atomically (temporary file, then rename)."""
     directory.mkdir(parents=True, exist_ok=True)
     for name, text in pages().items():
-        handle, temporary = tempfile.mkstemp(dir=directory, prefix=f".{name}.")
-        with os.fdopen(handle, "w", encoding="utf-8") as stream:
-            stream.write(text)
-        os.replace(temporary, directory / name)
+        atomic_write_text(directory / name, text)
 
 
 if __name__ == "__main__":
