@@ -12,6 +12,8 @@ did not happen (exit 2). After the join every process publishes the settings it 
 started with, and all of them refuse a run whose processes disagree. CPU collectives go
 through gloo. The heartbeat timeout is short, so a process that dies makes the others
 abort within seconds instead of the default 100 s.
+
+JAX is imported inside the functions, so ``nozero-train launch`` and ``--help`` stay light.
 """
 
 from __future__ import annotations
@@ -23,8 +25,6 @@ import sys
 import threading
 from collections.abc import Mapping, Sequence
 from typing import Any
-
-import jax
 
 ENV_COORDINATOR = "NOZERO_COORDINATOR"
 ENV_NUM_PROCESSES = "NOZERO_NUM_PROCESSES"
@@ -130,11 +130,22 @@ _joined: ProcessSettings | None = None
 
 def joined() -> bool:
     """Whether this process is part of a multi-process run."""
+    import jax
+
     return _joined is not None and jax.process_count() > 1
+
+
+def process_index() -> int:
+    """This process's index in the run (0 alone); process 0 writes the run's files."""
+    import jax
+
+    return jax.process_index()
 
 
 def use_gloo() -> None:
     """CPU collectives across processes go through gloo (must precede backend start)."""
+    import jax
+
     jax.config.update("jax_cpu_collectives_implementation", "gloo")
 
 
@@ -144,6 +155,8 @@ def initialize(settings: ProcessSettings, environ: Mapping[str, str] | None = No
     Idempotent. A join that does not complete within ``settings.join_timeout`` seconds
     ends the process with one line on stderr and exit status 2.
     """
+    import jax
+
     global _joined
     environ = os.environ if environ is None else environ
     if _joined is not None:
@@ -201,6 +214,8 @@ def exchange(name: str, payload: Any, timeout: int = EXCHANGE_TIMEOUT) -> list[A
     One process: ``[payload]``. Every process must call it with the same ``name``; each
     name is used once per run. Waits at most ``timeout`` seconds for each peer.
     """
+    import jax
+
     if not joined():
         return [payload]
     client = _client()
@@ -215,6 +230,8 @@ def exchange(name: str, payload: Any, timeout: int = EXCHANGE_TIMEOUT) -> list[A
 
 def _agree_on_settings(settings: ProcessSettings) -> None:
     """Refuse a run whose processes were started with different process counts."""
+    import jax
+
     count = jax.process_count()
     told = [
         s["num_processes"]
@@ -226,6 +243,18 @@ def _agree_on_settings(settings: ProcessSettings) -> None:
             f"the processes disagree on --num-processes ({shown}); the "
             f"coordinator's run has {count} processes"
         )
+
+
+_barriers = 0
+
+
+def barrier(name: str, timeout: int = EXCHANGE_TIMEOUT) -> None:
+    """Wait until every process gets here (at most ``timeout`` s, then raise); alone: return."""
+    global _barriers
+    if not joined():
+        return
+    _barriers += 1  # every process passes the same barriers in the same order
+    _client().wait_at_barrier(f"nozero/{name}/{_barriers}", timeout * 1000)
 
 
 def first_error(errors: Sequence[str | None]) -> str | None:

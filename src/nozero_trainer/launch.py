@@ -209,39 +209,37 @@ def _report_runtime_aborts(children: Sequence[_Child], stderr: IO[str]) -> None:
     stderr.flush()
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="nozero-train launch",
-        description="run N local processes of one multi-process nozero-train command",
-        epilog="example: nozero-train launch --processes 2 --devices-per-process 2 -- "
-        "train --data DIR --out RUN",
+def configure_parser(parser: argparse.ArgumentParser) -> None:
+    """The flags of ``nozero-train launch``."""
+    parser.epilog = (
+        "example: nozero-train launch --processes 2 --devices-per-process 2 -- "
+        "train --data DIR --out RUN"
     )
-    parser.add_argument("--processes", type=int, required=True)
+    parser.add_argument("--processes", type=int, required=True, help="processes to start")
     parser.add_argument(
         "--devices-per-process", type=int, help="forced host (CPU) devices per process"
     )
     parser.add_argument(
-        "command",
+        "launched",
+        metavar="-- COMMAND",
         nargs=argparse.REMAINDER,
         help="after --: the nozero-train command each process runs",
     )
-    return parser
 
 
-def main(argv: Sequence[str]) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    command = list(args.command)
+def run_from_args(args: argparse.Namespace) -> int:
+    """Check the flags (``ValueError`` naming the bad one), then run the processes."""
+    command = list(args.launched)
     if command[:1] == ["--"]:
         command = command[1:]
     if not command:
-        parser.error("give the command to run after --, e.g. -- train --data DIR --out RUN")
+        raise ValueError("give the command to run after --, e.g. -- train --data DIR --out RUN")
     if args.processes < 1:
-        parser.error(f"--processes must be >= 1, got {args.processes}")
+        raise ValueError(f"--processes must be >= 1, got {args.processes}")
     if args.devices_per_process is not None and args.devices_per_process < 1:
-        parser.error(f"--devices-per-process must be >= 1, got {args.devices_per_process}")
+        raise ValueError(f"--devices-per-process must be >= 1, got {args.devices_per_process}")
     if command[0] == "launch":
-        parser.error("launch cannot launch itself")
+        raise ValueError("launch cannot launch itself")
     return run_processes(
         [sys.executable, "-m", "nozero_trainer.cli", *command],
         args.processes,
