@@ -50,6 +50,7 @@ from nozero_trainer.config import (
 from nozero_trainer.data import Share, Split, load_dataset
 from nozero_trainer.evaluation import Evaluation, evaluate, predict
 from nozero_trainer.loss import head_weighting
+from nozero_trainer.model import apply_model
 from nozero_trainer.optim import make_optimizer, make_schedule
 from nozero_trainer.postmortem import (
     repeat_step,
@@ -176,28 +177,18 @@ def _write_postmortem(
         extra={
             "head_weights": np.asarray(weights).tolist(),
             "head_mask": np.asarray(mask).tolist(),
-            "holders": _holders(context.batch["cls"], rows, placement),
+            "holders": _holders(context, rows, placement),
         },
     )
 
 
-def _holders(cls: np.ndarray, rows: np.ndarray | None, placement: Placement) -> dict[str, Any]:
-    """Which process and device held each position of the global batch, and its poisoned rows."""
-    where = batch_holders(len(cls), placement)
-    poisoned = np.flatnonzero(~np.isfinite(cls).all(axis=1)).tolist()
-    return {
-        "placement": placement.describe(),
-        "positions": [{"process": p, "device": d} for p, d in where],
-        "poisoned": [
-            {
-                "position": i,
-                "row": None if rows is None else int(rows[i]),
-                "process": where[i][0],
-                "device": where[i][1],
-            }
-            for i in poisoned
-        ],
-    }
+def _holders(context: Any, rows: np.ndarray | None, placement: Placement) -> dict[str, Any]:
+    """Where the halted batch's rows were: poisoned = non-finite inputs or outputs."""
+    cls = np.asarray(context.batch["cls"])
+    with jax.default_device(jax.local_devices()[0]):
+        outputs = np.asarray(apply_model(context.params, cls))
+    poisoned = ~np.isfinite(cls).all(axis=1) | ~np.isfinite(outputs).all(axis=1)
+    return batch_holders(poisoned, rows, placement)
 
 
 def _on_host(params: Any) -> Any:

@@ -163,10 +163,29 @@ def shard_rows(local: np.ndarray, layout: RowLayout, placement: Placement) -> ja
     return jax.make_array_from_process_local_data(placement.batch, block, global_shape)
 
 
-def batch_holders(positions: int, placement: Placement) -> list[tuple[int, int]]:
-    """``(process, device id)`` holding each position of a global batch of ``positions``."""
-    per_device = positions // placement.devices
-    return [(d.process_index, d.id) for d in placement.mesh.devices.flat for _ in range(per_device)]
+def batch_holders(
+    poisoned: np.ndarray, rows: np.ndarray | None, placement: Placement
+) -> dict[str, Any]:
+    """Which process and device held each position of a global batch, and each poisoned one.
+
+    ``poisoned`` flags batch positions; ``rows`` are their global row indices, if known.
+    """
+    per_device = len(poisoned) // placement.devices
+    where = [(int(d.process_index), int(d.id)) for d in placement.mesh.devices.flat]
+    where = [w for w in where for _ in range(per_device)]
+    return {
+        "placement": placement.describe(),
+        "positions": [{"process": p, "device": d} for p, d in where],
+        "poisoned": [
+            {
+                "position": int(i),
+                "row": None if rows is None else int(rows[i]),
+                "process": where[i][0],
+                "device": where[i][1],
+            }
+            for i in np.flatnonzero(poisoned)
+        ],
+    }
 
 
 @functools.lru_cache(maxsize=8)

@@ -12,7 +12,7 @@ import pytest
 from nozero import MESSAGE_PATTERN, NonFiniteError
 from nozero_trainer import loop
 
-from .conftest import final_params, launch_worker, records
+from .conftest import final_params, launch_worker, records, start_worker
 from .shared_data import SPLIT, config, dataset
 
 
@@ -42,19 +42,32 @@ def test_row_poisoned_in_process_one_share_halts_both_at_that_step(tmp_path):
     assert seen[0]["halt"] == seen[1]["halt"] == str(one_device.value)
     assert MESSAGE_PATTERN.fullmatch(seen[0]["halt"])
     assert poisoned in seen[0]["rows"]
+    # The post-mortem's view: the one poisoned row sat on a device of process 1.
+    for record in seen:
+        assert [(p["row"], p["process"]) for p in record["poisoned"]] == [(poisoned, 1)]
+        assert record["poisoned"][0]["device"] >= 2048  # process 1's device ids (jax 0.10)
     for process in (0, 1):
         assert f"[p{process}] {one_device.value}" in done.stderr
 
 
 def test_sigkill_of_one_process_ends_the_other_within_60_s(tmp_path):
-    started = time.monotonic()
-    done = launch_worker("kill-after", tmp_path, timeout=120)
-    elapsed = time.monotonic() - started
+    launcher = start_worker("kill-after", tmp_path)
+    try:
+        lines = []
+        for line in launcher.stderr:  # process 1 SIGKILLs itself right after saying so
+            lines.append(line)
+            if line.startswith("[p1] process 1 trained once"):
+                break
+        killed_at = time.monotonic()
+        rest = launcher.communicate(timeout=60)[1]
+        elapsed = time.monotonic() - killed_at
+    finally:
+        launcher.kill()
     assert elapsed < 60, elapsed
-    assert done.returncode != 0
+    assert launcher.returncode != 0
     assert re.search(
         r"\[p0\] stopped by the distributed runtime \(killed by SIGABRT\): "
         r"process 1 died first \(killed by SIGKILL\)",
-        done.stderr,
-    ), done.stderr
-    assert "Check failure stack trace" not in done.stderr
+        rest,
+    ), rest
+    assert "Check failure stack trace" not in "".join(lines) + rest

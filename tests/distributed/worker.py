@@ -12,7 +12,6 @@ import json
 import os
 import signal
 import sys
-import time
 from pathlib import Path
 
 import jax
@@ -21,7 +20,7 @@ from shared_data import SPLIT, config, dataset  # noqa: E402 (beside this script
 
 from nozero import NonFiniteError
 from nozero_trainer import distributed, loop
-from nozero_trainer.sharding import data_placement
+from nozero_trainer.sharding import batch_holders, data_placement
 
 
 def main() -> int:
@@ -37,19 +36,23 @@ def main() -> int:
     record: dict = {"process": me, "devices": placement.devices, "counts": counts}
     if mode == "kill-after":
         loop.train_arrays(config(), x, y, placement=placement, row_counts=counts)
-        print(f"process {me} trained once", flush=True)
+        print(f"process {me} trained once", file=sys.stderr, flush=True)
         if me == 1:
             os.kill(os.getpid(), signal.SIGKILL)
-        started = time.monotonic()
-        try:
-            while True:  # every run is collective: without its peer this must end
-                loop.train_arrays(config(), x, y, placement=placement, row_counts=counts)
-        finally:
-            print(f"process {me} stopped after {time.monotonic() - started:.1f} s", flush=True)
+        while True:  # every run is collective: without its peer this must end
+            loop.train_arrays(config(), x, y, placement=placement, row_counts=counts)
     try:
         result = loop.train_arrays(config(), x, y, placement=placement, row_counts=counts)
     except NonFiniteError as err:
-        record.update(halt=str(err), step=err.step, rows=err.context.row_indices.tolist())
+        context = err.context
+        poisoned = ~np.isfinite(context.batch["cls"]).all(axis=1)
+        holders = batch_holders(poisoned, context.row_indices, placement)
+        record.update(
+            halt=str(err),
+            step=err.step,
+            rows=context.row_indices.tolist(),
+            poisoned=holders["poisoned"],
+        )
         (out / f"p{me}.json").write_text(json.dumps(record))
         print(str(err), file=sys.stderr, flush=True)
         return 3
