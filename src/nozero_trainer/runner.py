@@ -352,6 +352,7 @@ class _Run:
                     "config": self.run_config,
                 },
             )
+            distributed.barrier("halt")  # no process leaves before process 0 has written
             raise err
         self.restarts += 1
         self.lr_scale *= 0.5
@@ -486,4 +487,5 @@ def run_training(
         finished["pr_auc_undefined"] = evaluation.undefined()
     if writer:
         write_status(out_dir, finished)
+    distributed.barrier("finished")  # no process leaves before process 0 has written
     return RunSummary(out_dir, state, evaluation, masked, run.restarts, resumed_from, scores_path)
