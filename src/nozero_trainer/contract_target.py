@@ -166,6 +166,10 @@ def _serve() -> None:
     from nozero_trainer.sharding import check_global_batch, data_placement
 
     placement = data_placement()
+    if placement.devices != SHARDED_DEVICES:
+        raise RuntimeError(
+            f"expected {SHARDED_DEVICES} forced host devices, JAX sees {placement.devices}"
+        )
     check_global_batch(BATCH, placement)
     requests, answers = sys.stdin.buffer, sys.stdout.buffer
     sys.stdout = sys.stderr  # nothing else may write into the answers

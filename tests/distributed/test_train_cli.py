@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -232,3 +233,19 @@ def test_resume_after_a_kill_on_another_device_count(shard_dir, tmp_path, before
     assert "finished at step 30" in done.stdout
     reference = run_training(TrainConfig(**settings), shard_dir, tmp_path / "ref")
     assert_same_params(checkpoint_params(run), tree_to_arrays(reference.state.params))
+
+
+def test_a_shard_only_process_one_reads_stops_every_process_with_its_error(shard_dir, tmp_path):
+    data = tmp_path / "data"
+    shutil.copytree(shard_dir, data)
+    broken = data / "train" / "part-00003.parquet"  # in process 1's block (shards 2 and 3)
+    broken.write_bytes(b"not parquet at all")
+    run = tmp_path / "run"
+    done = launch_train(data, run)
+    assert done.returncode == 2, done.stderr[-3000:]
+    errors = [line for line in done.stderr.splitlines() if "nozero-train: error:" in line]
+    assert len(errors) == 2
+    (message,) = {line.split("] ", 1)[1] for line in errors}  # the same on both
+    assert message.startswith(f"nozero-train: error: {broken}: not a readable parquet file")
+    assert message.endswith("(on process 1)")
+    assert not run.exists()
