@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 import time
 
 import jax
@@ -12,7 +15,7 @@ import pytest
 from nozero import MESSAGE_PATTERN, NonFiniteError
 from nozero_trainer import loop
 
-from .conftest import final_params, launch_worker, records, start_worker
+from .conftest import WORKER, final_params, launch_worker, records, start_worker
 from .shared_data import SPLIT, config, dataset
 
 
@@ -28,6 +31,25 @@ def test_clean_run_on_two_processes_ends_allclose_to_one_device(tmp_path):
         for got, expected in zip(final_params(tmp_path, process), want, strict=True):
             np.testing.assert_allclose(got, np.asarray(expected), rtol=1e-5, atol=1e-6)
         np.testing.assert_allclose(seen[process]["loss"], reference.steps["loss"], rtol=1e-5)
+
+
+def test_four_devices_in_one_process_end_allclose_to_one_device(tmp_path):
+    env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=4"}
+    done = subprocess.run(
+        [sys.executable, str(WORKER), "arrays", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=90,
+        env=env,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    (seen,) = records(tmp_path, processes=1)
+    assert (seen["devices"], seen["counts"]) == (4, [50])
+    reference = loop.train_arrays(config(), *dataset())
+    for got, want in zip(
+        final_params(tmp_path, 0), jax.tree.leaves(reference.state.params), strict=True
+    ):
+        np.testing.assert_allclose(got, np.asarray(want), rtol=1e-5, atol=1e-6)
 
 
 def test_row_poisoned_in_process_one_share_halts_both_at_that_step(tmp_path):
