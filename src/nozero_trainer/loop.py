@@ -279,9 +279,14 @@ def _no_steps() -> dict[str, np.ndarray]:
 
 
 def _halt_context(
-    config: TrainConfig, halted: StepContext, batch: dict[str, np.ndarray], rows: np.ndarray | None
+    config: TrainConfig,
+    halted: StepContext,
+    batch: dict[str, np.ndarray],
+    rows: np.ndarray | None,
+    on_host: bool = False,
 ) -> HaltContext:
-    before: Carry = halted.state
+    """``on_host``: the state as host copies (sharded: the same on every process)."""
+    before: Carry = jax.device_get(halted.state) if on_host else halted.state
     return HaltContext(
         step=halted.step,
         loss=halted.loss,
@@ -347,8 +352,7 @@ def train_arrays(
         else:  # gathered from every process's rows; host copies, the same everywhere
             x, y = sharded.host_batch(rows)
             batch = {"cls": x, "labels": y}
-            halted = dataclasses.replace(halted, state=jax.device_get(halted.state))
-        return _halt_context(config, halted, batch, rows)
+        return _halt_context(config, halted, batch, rows, on_host=sharded is not None)
 
     return _train(
         _compiled(config.compile_key(), placement).on_arrays,
@@ -413,9 +417,8 @@ def train_on_batches(
 
     def context(halted: StepContext) -> HaltContext:
         x, y = gather_to_host(halted.batch)
-        if placement is not None:
-            halted = dataclasses.replace(halted, state=jax.device_get(halted.state))
-        return _halt_context(config, halted, {"cls": x, "labels": y}, None)
+        batch = {"cls": x, "labels": y}
+        return _halt_context(config, halted, batch, None, on_host=placement is not None)
 
     return _train(
         _compiled(config.compile_key(), placement).on_batches,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+from trainer.conftest import small_config
 
 from nozero_trainer.config import TrainConfig
 
@@ -12,18 +13,8 @@ SPLIT = {1: (0, ROWS), 2: (0, 29, ROWS)}
 
 
 def config(**overrides) -> TrainConfig:
-    settings = dict(
-        steps=12,
-        batch_size=8,
-        warmup_steps=2,
-        hidden_dims=(16,),
-        chunk_steps=4,
-        sync_every=4,
-        eval_every=0,
-        peak_lr=1e-2,
-    )
-    settings.update(overrides)
-    return TrainConfig(**settings)
+    """The trainer tests' small config (fixed shapes: compiles are shared)."""
+    return small_config(**overrides)
 
 
 def dataset(poison_row: int | None = None) -> tuple[np.ndarray, np.ndarray]:

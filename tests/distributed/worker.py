@@ -16,6 +16,8 @@ from pathlib import Path
 
 import jax
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests/: trainer.conftest
 from shared_data import SPLIT, config, dataset  # noqa: E402 (beside this script)
 
 from nozero import NonFiniteError
