@@ -16,6 +16,7 @@ import time
 
 import numpy as np
 import pytest
+from durability.helpers import tiny_flags
 
 from nozero import MESSAGE_PATTERN, NonFiniteError
 from nozero_trainer.config import TrainConfig
@@ -37,12 +38,7 @@ SETTINGS = {
 
 
 def flags(**overrides: object) -> list[str]:
-    out = []
-    for key, value in {**SETTINGS, **overrides}.items():
-        if isinstance(value, tuple):
-            value = ",".join(map(str, value))
-        out += [f"--{key.replace('_', '-')}", str(value)]
-    return out
+    return tiny_flags(**{**SETTINGS, **overrides})
 
 
 def train_flags(data, out, **overrides) -> list[str]:
