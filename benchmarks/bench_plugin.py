@@ -3,10 +3,10 @@
 Two measurements, each beside its baseline:
 
 1. Whole run: wall time of a fresh ``python -m pytest --nozero`` process that collects
-   only the four contract items of the reference trainer (JAX import and the one
+   only the four check items of the reference trainer (JAX import and the one
    compilation included), beside the same command with ``-p no:nozero`` (pytest start-up
    alone). Target: the whole contract run under 60 s on 2 cores.
-2. Per contract: examples run (explicit and generated), seconds and examples/s, beside the
+2. Per check: examples run (explicit and generated), seconds and examples/s, beside the
    trainer's own ``run()`` on prebuilt clean batches of the same shape, without Hypothesis
    (runs/s). The ratio is what Hypothesis drawing, shrinking and judging add per example.
 
@@ -24,13 +24,13 @@ from pathlib import Path
 
 import pytest
 
-from nozero.pytest_plugin import DEFAULT_EXAMPLES, DEFAULT_STEPS
+from nozero.plugin.options import DEFAULT_EXAMPLES, DEFAULT_STEPS
 from nozero_trainer import contract_target
 
 REFERENCE = "nozero_trainer.contract_target:reference_trainer"
-CONTRACTS = ("halts", "overflow", "no_false_alarm", "never_continue")
+CHECKS = ("halts", "overflow", "no_false_alarm", "never_continue")
 TARGET_S = 60.0
-CALLS: list[tuple[str, float]] = []  # (contract item, seconds) of each run() call
+CALLS: list[tuple[str, float]] = []  # (check item, seconds) of each run() call
 
 
 def log(message: str) -> None:
@@ -87,8 +87,8 @@ def whole_run(empty_dir: Path) -> tuple[float, float]:
     return contract_s, statistics.median(startups)
 
 
-def per_contract(empty_dir: Path) -> tuple[dict[str, float], list[tuple[str, float]]]:
-    """Seconds per contract item and the item of every ``run()`` call, in-process."""
+def per_check(empty_dir: Path) -> tuple[dict[str, float], list[tuple[str, float]]]:
+    """Seconds per check item and the item of every ``run()`` call, in-process."""
     # The ini factory imports this file as ``bench_plugin``, not ``__main__``: record there.
     sys.path.insert(0, str(Path(__file__).parent))
     import bench_plugin
@@ -115,14 +115,14 @@ def baseline_runs_per_second(runs: int = 60) -> float:
 
 
 def main() -> None:
-    log(f"defaults: {DEFAULT_EXAMPLES} examples per contract, {DEFAULT_STEPS} steps per run")
+    log(f"defaults: {DEFAULT_EXAMPLES} examples per check, {DEFAULT_STEPS} steps per run")
     with tempfile.TemporaryDirectory() as scratch:
         empty = Path(scratch)
         log("whole run: fresh pytest --nozero process vs pytest start-up alone ...")
         contract_s, startup_s = whole_run(empty)
         log(f"  pytest --nozero {contract_s:.1f} s; start-up alone {startup_s:.2f} s")
-        log("per contract (in-process, counting run() calls) ...")
-        seconds, calls = per_contract(empty)
+        log("per check (in-process, counting run() calls) ...")
+        seconds, calls = per_check(empty)
     log("baseline: the trainer's own run() without Hypothesis ...")
     baseline = baseline_runs_per_second()
 
@@ -137,7 +137,7 @@ def main() -> None:
     # The process's first run() call compiles the step: shown apart from the rates.
     compiled_in, compile_s = calls[0]
     print(f"| one compilation (first run() call, in {compiled_in}) (s) | {compile_s:.2f} | | |")
-    for name in CONTRACTS:
+    for name in CHECKS:
         durations = [seconds for item, seconds in calls if item == name]
         examples, spent = len(durations), seconds[name]
         if name == compiled_in:

@@ -57,10 +57,14 @@ def parse_message(text: str) -> tuple[int, float, float] | None:
 
 
 def _as_float(value: Any, what: str) -> float:
-    """Convert a Python float, numpy scalar or 0-d array (numpy or JAX) to ``float``.
+    """Convert a Python float, numpy scalar or 0-d array (numpy, JAX, torch) to ``float``.
 
-    ``float()`` works on all of them through ``__float__``; JAX is never imported here.
+    ``float()`` works on all of them through ``__float__``; neither JAX nor torch is
+    imported here. A torch tensor is detached first, so one that requires grad converts
+    without torch's warning.
     """
+    if type(value).__module__.startswith("torch") and callable(getattr(value, "detach", None)):
+        value = value.detach()
     try:
         return float(value)
     except (TypeError, ValueError) as err:

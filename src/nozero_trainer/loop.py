@@ -14,7 +14,7 @@ are a pure function of (seed, step) on the array path, kept since the last sync 
 confirmed states; a sync also checks that the parameters are finite, so an update that
 overflows from a finite loss and gradient (an absurd learning rate) halts too.
 
-The step functions live in :func:`_step_functions` and every array reaches the device
+The step functions live in :func:`step_functions` and every array reaches the device
 through :func:`place_state`, :func:`place_data` or :func:`place_batch`. Given a
 :class:`~nozero_trainer.sharding.Placement`, they make the run data parallel: state and
 constants replicated, each batch split over the mesh's ``data`` axis, so the per-step
@@ -39,7 +39,6 @@ from nozero.jax import (
     GuardResult,
     StepContext,
     TraceCounter,
-    count_traces,
     scan_steps,
 )
 from nozero_trainer.config import TrainConfig
@@ -130,16 +129,20 @@ def place_batch(batch: Any, placement: Placement | None = None) -> Any:
     return jax.device_put(batch) if placement is None else split_batch(batch, placement)
 
 
-def _step_functions(
-    key: TrainConfig, placement: Placement | None = None
+def step_functions(
+    key: TrainConfig,
+    optimizer: optax.GradientTransformation | None = None,
+    placement: Placement | None = None,
 ) -> tuple[Callable[..., Any], Callable[..., Any]]:
     """The training step, on a given batch and on rows gathered from on-device data.
 
+    Both return ``(carry, metrics)`` for a guard. ``optimizer`` replaces the config's
+    (benchmarks compare others on the same step); the carry's ``opt_state`` is its state.
     With a ``placement`` the batch is split over its ``data`` axis inside the step, and
     GSPMD reduces the gradients of the replicated parameters: loss and grad norm are
     global values.
     """
-    optimizer = make_optimizer(key)
+    optimizer = make_optimizer(key) if optimizer is None else optimizer
 
     def split(array):
         if placement is None:
@@ -194,7 +197,7 @@ def _params(carry: Carry) -> Params:
 @functools.lru_cache(maxsize=16)
 def _compiled(key: TrainConfig, placement: Placement | None = None) -> _Compiled:
     """Guarded step functions for one compile key; cached so every run reuses them."""
-    step, rows_step = (count_traces(fn) for fn in _step_functions(key, placement))
+    step, rows_step = (TraceCounter(fn) for fn in step_functions(key, placement=placement))
     _counters.extend((step, rows_step))
     return _Compiled(
         on_batches=Guard(step, check=_params),

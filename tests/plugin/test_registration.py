@@ -203,4 +203,6 @@ def test_example_database_replays_a_failure(contract_dir):
     # One generated example is enough now: the saved failing case is replayed first.
     again = contract_dir.runpytest_inprocess(*options, "--nozero-examples=1")
     again.assert_outcomes(failed=1, deselected=3)
-    again.stdout.fnmatch_lines(["*reported step 2, but the poison is at step 1*"])
+    again.stdout.fnmatch_lines(
+        ["*reported step 2, but the poison is in batches[[]1[]], optimizer step 1*"]
+    )

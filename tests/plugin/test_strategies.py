@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from hypothesis import find, given, settings
 from hypothesis import strategies as st
-from hypothesis.errors import NoSuchExample
+from hypothesis.errors import InvalidArgument, NoSuchExample
 
 from nozero.strategies import (
     HUGE_KINDS,
@@ -126,13 +126,19 @@ def test_apply_poisons_leaves_the_clean_batches_untouched(batches, data):
     assert not np.isfinite(poisoned[poison.step][poison.field][poison.index])
 
 
-def test_strategies_reject_bad_arguments_naming_them():
-    with pytest.raises(ValueError, match=r"fields \['ids'\] are not float fields"):
+def test_strategies_reject_bad_arguments_with_invalid_argument_naming_them():
+    with pytest.raises(InvalidArgument, match=r"fields \['ids'\] are not float fields"):
         poisons(SPEC, 2, fields=["ids"])
-    with pytest.raises(ValueError, match="unknown kinds"):
+    with pytest.raises(InvalidArgument, match="unknown kinds"):
         poisons(SPEC, 2, kinds=["zero"])
-    with pytest.raises(ValueError, match=r"batch_spec\['x'\] must be \(shape, numpy dtype\)"):
+    with pytest.raises(InvalidArgument, match=r"batch_spec\['x'\] must be \(shape, numpy dtype\)"):
         clean_batches({"x": "float32"})
+    with pytest.raises(InvalidArgument, match="steps must be an int >= 1, got 0"):
+        clean_batch_sequences(SPEC, 0)
+    with pytest.raises(InvalidArgument, match="max_poisons must be an int >= 1"):
+        poisoned_batch_sequences(SPEC, 2, max_poisons=0)
+    with pytest.raises(InvalidArgument, match=r"vary_fields: fields \['ids'\]"):
+        clean_batches(SPEC, vary_fields=["ids"])
 
 
 def test_trainer_under_test_validates_its_description():
@@ -152,7 +158,7 @@ def test_trainer_under_test_validates_its_description():
 
 
 def test_rescaling_a_subnormal_array_stays_finite():
-    from nozero.strategies import _variant_of
+    from nozero.plugin.strategies import _variant_of
 
     subnormal = np.array([5e-324, -5e-324, 0.0])
     with pytest.raises(NoSuchExample):

@@ -42,7 +42,7 @@ def test_reference_trainer_without_its_guard_is_caught(pytester):
     result.assert_outcomes(failed=2, deselected=2)
     result.stdout.fnmatch_lines(
         [
-            "nozero contract 'halts' broken by trainer [[]nozero_trainer[]]",
+            "nozero check 'halts' failed for trainer [[]nozero_trainer[]]",
             "the trainer never raised: returned normally; its history's first non-finite entry*",
         ]
     )

@@ -9,7 +9,7 @@ from nozero.jax.guard import Guard, GuardResult, scan_steps
 from nozero.jax.halt import GuardHalt, StepContext
 from nozero.jax.optax_record import NonFiniteRecordState, find_records, record_nonfinite
 from nozero.jax.record import all_finite
-from nozero.jax.traces import TraceCounter, count_traces
+from nozero.jax.traces import TraceCounter
 
 __all__ = [
     "Guard",
@@ -20,7 +20,6 @@ __all__ = [
     "TraceCounter",
     "all_finite",
     "converts",
-    "count_traces",
     "find_records",
     "nonfinite_errors",
     "record_nonfinite",

@@ -18,16 +18,21 @@ from jax.experimental import checkify
 
 from nozero.contract import NonFiniteError
 
-# equinox's error_if and jax.debug.callback both fail through a host callback; other
-# runtime errors (out of memory, a bad device) say nothing of one and pass through.
-_CALLBACK_MARK = "callback"
+# equinox's error_if and jax.debug.callback both fail through a host callback, which
+# JAX reports as a JaxRuntimeError (or, raised while dispatching, a ValueError) quoting
+# the callback's failure. Errors that quote none (out of memory, a bad shape) pass
+# through.
+_CALLBACK_MARKS = ("callback error", "equinoxruntimeerror")
 
 
 def converts(err: BaseException) -> bool:
     """Whether ``err`` is a checkify, ``eqx.error_if`` or ``jax.debug.callback`` failure."""
     if isinstance(err, checkify.JaxRuntimeError):
         return True
-    return isinstance(err, jax.errors.JaxRuntimeError) and _CALLBACK_MARK in str(err).lower()
+    if not isinstance(err, jax.errors.JaxRuntimeError | ValueError):
+        return False
+    text = str(err).lower()
+    return any(mark in text for mark in _CALLBACK_MARKS)
 
 
 @contextlib.contextmanager

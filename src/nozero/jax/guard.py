@@ -128,10 +128,10 @@ class Guard:
         """Run one dispatch per item of ``batches`` from ``state`` at ``start_step``.
 
         With ``multi_step`` each item is a stacked batch of k steps; else one step's
-        batch. ``operands`` are passed unchanged to every call
-        (data kept on the device, constants). ``on_sync(step, state)`` gets each confirmed
-        state; ``on_record(first_step, columns)`` each sync's records, up to and including
-        a halted step. ``sync_every`` and ``context`` override the guard's own for this
+        batch. ``operands`` are passed unchanged to every call (data kept on the device,
+        constants). ``on_sync(step, state)`` gets each confirmed state;
+        ``on_record(first_step, columns)`` each sync's records, up to and including a
+        halted step. ``sync_every`` and ``context`` override the guard's own for this
         run; ``enforce=False`` records without halting (a control run).
         """
         every = self.sync_every if sync_every is None else sync_every
@@ -329,8 +329,9 @@ class _Run:
                 if not converts(err):
                     raise
                 return _Found(step, state, math.nan, math.nan, err), state
-            loss, grad_norm = float(record[0]), float(record[1])
-            if not (math.isfinite(loss) and math.isfinite(grad_norm) and finite):
+            values = columns([record], self.guard.fields)
+            if first_bad(values) is not None or not finite:
+                loss, grad_norm = float(values[LOSS][0]), float(values[GRAD_NORM][0])
                 return _Found(step, state, loss, grad_norm, None), state
             state = after
         return None, state

@@ -1,7 +1,7 @@
 """The per-step record: a step's metrics reduced on the device to one small float vector.
 
 A step reports ``loss`` and either ``grad_norm`` or ``grads`` (reduced here with
-``optax.global_norm``); any other scalar metric is recorded beside them, in sorted
+``optax.tree.norm``); any other scalar metric is recorded beside them, in sorted
 order. One vector per step (not one output per metric) keeps the step's extra kernels
 and the sync's fetch small.
 """
@@ -55,7 +55,7 @@ def step_record(
     shape = () if steps is None else (steps,)
     values = dict(metrics)
     if GRAD_NORM not in values:
-        norm = optax.global_norm if steps is None else jax.vmap(optax.global_norm)
+        norm = optax.tree.norm if steps is None else jax.vmap(optax.tree.norm)
         values[GRAD_NORM] = norm(values[GRADS])
     columns = []
     for name in fields:

@@ -1,4 +1,8 @@
-"""Counting compilations of a function without a global counter."""
+"""Counting compilations of a function without a global counter.
+
+``nozero.testing.count_traces`` reads a jitted function's own cache instead; this counts
+traces of the Python function itself, whatever jits it (a guard's own jit included).
+"""
 
 from __future__ import annotations
 
@@ -17,8 +21,8 @@ class TraceCounter:
     def __init__(self, fn: Callable[..., Any]) -> None:
         if hasattr(fn, "lower") and hasattr(fn, "__wrapped__"):
             raise TypeError(
-                "count_traces wraps the Python function before jax.jit; a jitted function "
-                "runs its body only while tracing, so write jax.jit(count_traces(fn))"
+                "TraceCounter wraps the Python function before jax.jit; a jitted function "
+                "runs its body only while tracing, so write jax.jit(TraceCounter(fn))"
             )
         functools.update_wrapper(self, fn)
         self.fn = fn
@@ -27,8 +31,3 @@ class TraceCounter:
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         self.count += 1
         return self.fn(*args, **kwargs)
-
-
-def count_traces(fn: Callable[..., Any]) -> TraceCounter:
-    """Wrap ``fn`` so that ``.count`` says how many times JAX traced it."""
-    return TraceCounter(fn)

@@ -1,4 +1,4 @@
-"""A small jitted JAX trainer for the plugin's tests; counts its compilations.
+"""A small jitted JAX trainer for the plugin's tests; ``count_traces`` counts its compilations.
 
 ``retrace=True`` makes the step index a static argument: a new compilation per step, the
 mistake the plugin's compile-count check exists to catch. Copied into ``pytester``
@@ -12,10 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from nozero import check_finite
-from nozero.testing import TrainerUnderTest
-
-BATCH_SPEC = {"x": ((8, 4), np.float32), "y": ((8, 1), np.float32)}
-TRACES = [0]
+from nozero.testing import TrainerUnderTest, count_traces
 
 
 def _loss(w, x, y):
@@ -25,7 +22,6 @@ def _loss(w, x, y):
 
 def _step(w, x, y, step=None):
     """One SGD step; ``step`` is unused, but static when retracing."""
-    TRACES[0] += 1  # runs once per trace, i.e. once per compilation
     loss, grad = jax.value_and_grad(_loss)(w, x, y)
     return w - 0.5 * grad, loss, jnp.sqrt(jnp.sum(grad * grad))
 
@@ -58,9 +54,9 @@ def make_clean_batch(rng: np.random.Generator) -> dict[str, np.ndarray]:
 
 
 def make_trainer(retrace: bool = False) -> TrainerUnderTest:
-    return TrainerUnderTest(
-        batch_spec=BATCH_SPEC,
-        run=make_run(retrace),
-        make_clean_batch=make_clean_batch,
-        compile_count=lambda: TRACES[0],
+    """Described by one example batch: the shapes are not written twice."""
+    return TrainerUnderTest.from_example(
+        make_clean_batch(np.random.default_rng(0)),
+        make_run(retrace),
+        compile_count=count_traces(_retracing if retrace else _jitted),
     )

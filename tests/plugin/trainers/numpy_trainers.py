@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 
-from nozero import NonFiniteError, check_finite
+from nozero import NonFiniteError, check_finite, format_message
 from nozero.testing import TrainerUnderTest
 
 BATCH_SPEC = {"x": ((8, 4), np.float32), "y": ((8, 1), np.float32)}
@@ -22,6 +22,12 @@ BROKEN = (
     "keep_old_params",
     "value_error",
     "loss_only",
+    "loss_only_returns_none",
+    "retries_forever",
+    "one_based_step",
+    "ascii_hyphen",
+    "checkify_suffix",
+    "type_error",
 )
 
 
@@ -42,15 +48,54 @@ def loss_and_grad(w: np.ndarray, x: np.ndarray, y: np.ndarray) -> tuple[float, n
     return loss, grad, grad_norm
 
 
+def _accumulating_run(bug: str, per_update: int):
+    """Averages the gradients of ``per_update`` batches per optimizer step; ``bug``
+    "micro_steps" reports the batch index in the documented error, not the step."""
+
+    def run(batches: list[dict[str, np.ndarray]]) -> list[tuple[float, float]]:
+        w = np.full((4, 1), 0.1, np.float32)
+        history = []
+        for step in range(len(batches) // per_update):
+            group = batches[step * per_update : (step + 1) * per_update]
+            results = [loss_and_grad(w, b["x"], b["y"]) for b in group]
+            loss = float(np.mean([r[0] for r in results]))
+            with np.errstate(all="ignore"):
+                grad = sum(r[1] for r in results) / per_update
+                grad_norm = float(np.sqrt(np.sum(grad * grad)))
+            if not (math.isfinite(loss) and math.isfinite(grad_norm)):
+                bad = [i for i, r in enumerate(results) if not math.isfinite(r[0] + r[2])]
+                at = step * per_update + bad[0] if bug == "micro_steps" and bad else step
+                raise NonFiniteError(at, loss, grad_norm)
+            w = w - 0.5 * grad
+            history.append((loss, grad_norm))
+        return history
+
+    return run
+
+
 def make_run(bug: str = "correct"):
     """``run(batches)`` for the named behaviour; returns the (loss, grad_norm) history."""
+    if bug in ("accumulates", "micro_steps"):
+        return _accumulating_run(bug, per_update=2)
 
     def run(batches: list[dict[str, np.ndarray]]) -> list[tuple[float, float]]:
         w = np.full((4, 1), 0.1, np.float32)
         history = []
         last = len(batches) - 1
+        if bug == "type_error":
+            raise TypeError("unsupported operand type(s) for +: 'dict' and 'int'")
         for step, batch in enumerate(batches):
             x, y = batch["x"], batch["y"]
+            if bug == "squared_error":  # no clipping: large inputs make SGD diverge
+                with np.errstate(all="ignore"):
+                    residual = x @ w - y
+                    loss = float(np.mean(residual**2))
+                    grad = 2 * x.T @ residual / len(x)
+                    grad_norm = float(np.sqrt(np.sum(grad * grad)))
+                check_finite(step, loss, grad_norm)
+                w = w - 0.1 * grad
+                history.append((loss, grad_norm))
+                continue
             if bug == "standardize":  # divides by a column's spread: constant columns -> NaN
                 with np.errstate(all="ignore"):
                     x = (x - x.mean(axis=0)) / x.std(axis=0)
@@ -78,13 +123,29 @@ def make_run(bug: str = "correct"):
                 raise NonFiniteError(step, loss, grad_norm)
             elif bug == "one_based_step" and not finite:
                 raise NonFiniteError(step + 1, loss, grad_norm)
+            elif bug == "loss_only_returns_none":
+                if not math.isfinite(loss):
+                    raise NonFiniteError(step, loss, grad_norm)
+                grad = np.nan_to_num(grad, nan=0.0, posinf=0.0, neginf=0.0)
+            elif bug == "retries_forever":
+                while not (math.isfinite(loss) and math.isfinite(grad_norm)):
+                    loss, grad, grad_norm = loss_and_grad(w, x, y)  # "a transient glitch"
+            elif bug == "ascii_hyphen" and not finite:
+                message = format_message(step, loss, grad_norm).replace("\u2014", "-")
+                raise RuntimeError(message)
+            elif bug == "checkify_suffix" and not finite:
+                raise RuntimeError(format_message(step, loss, grad_norm) + " (`check` failed)")
             elif bug == "stale_values" and not finite:
                 raise NonFiniteError(step, *(history[-1] if history else (0.0, 0.0)))
-            elif bug in ("correct", "standardize", "skip_nan_loss", "keep_old_params"):
+            elif bug in ("correct", "standardize", "skip_nan_loss", "keep_old_params", "model"):
                 check_finite(step, loss, grad_norm)
             with np.errstate(all="ignore"):
                 w = w - 0.5 * grad
             history.append((loss, grad_norm))
+        if bug == "loss_only_returns_none":
+            return None
+        if bug == "model":  # returns what it trained, as many trainers do
+            return {"linear": {"w": w, "b": np.zeros(1, np.float32)}}
         return history
 
     return run

@@ -7,6 +7,7 @@ never change across examples, so a jitted trainer compiles once per contract run
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -14,6 +15,65 @@ import numpy as np
 BatchSpec = Mapping[str, tuple[tuple[int, ...], np.dtype]]
 Batch = dict[str, np.ndarray]
 CleanBatchMaker = Callable[[np.random.Generator], Mapping[str, Any]]
+
+
+@dataclass(frozen=True)
+class FieldRange:
+    """The valid values of one float field, for the clean cases of ``no_false_alarm``.
+
+    - ``max_magnitude``: clean values never exceed this ``|x|`` (rescaling stops there).
+    - ``nonzero_per_row``: every row (index along the first axis) keeps at least this many
+      non-zero values, e.g. ``1`` for an attention mask that is never empty.
+    """
+
+    max_magnitude: float | None = None
+    nonzero_per_row: int = 0
+
+    def __post_init__(self) -> None:
+        top = self.max_magnitude
+        if top is not None and not (isinstance(top, int | float) and 0 < top < float("inf")):
+            raise ValueError(f"FieldRange.max_magnitude must be a finite number > 0, got {top!r}")
+        rows = self.nonzero_per_row
+        if isinstance(rows, bool) or not isinstance(rows, int) or rows < 0:
+            raise ValueError(f"FieldRange.nonzero_per_row must be an int >= 0, got {rows!r}")
+
+    def allows_zeros(self) -> bool:
+        return self.nonzero_per_row == 0
+
+    def respect(self, array: np.ndarray, original: np.ndarray | None = None) -> np.ndarray:
+        """``array`` brought into range: magnitudes clipped, rows with too few non-zeros
+        restored from ``original`` (when that row is valid) or given leading ones."""
+        out = array
+        if self.max_magnitude is not None:
+            top = np.asarray(self.max_magnitude, dtype=array.dtype)
+            out = np.clip(out, -top, top)
+        if self.nonzero_per_row:
+            out = np.array(out, copy=True)
+            rows = out.reshape(out.shape[0], -1) if out.ndim else out.reshape(1, 1)
+            need = min(self.nonzero_per_row, rows.shape[1])
+            kept = None if original is None else original.reshape(rows.shape)
+            for row in np.flatnonzero(np.count_nonzero(rows, axis=1) < need):
+                if kept is not None and np.count_nonzero(kept[row]) >= need:
+                    rows[row] = kept[row]
+                else:
+                    rows[row, :need] = min(1.0, self.max_magnitude or 1.0)
+            out = rows.reshape(out.shape)
+        return out
+
+
+def as_numpy(value: Any) -> np.ndarray:
+    """A numpy array from numpy, JAX or torch data (torch is never imported here)."""
+    if type(value).__module__.startswith("torch") and hasattr(value, "detach"):
+        value = value.detach().cpu().numpy()
+    return np.asarray(value)
+
+
+def spec_from_example(example: Mapping[str, Any]) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
+    """The batch spec of one example batch: its fields' shapes and dtypes."""
+    if not isinstance(example, Mapping) or not example:
+        raise ValueError("the example batch must be a non-empty dict {field: array}")
+    arrays = {str(field): as_numpy(value) for field, value in example.items()}
+    return normalise_spec({field: (a.shape, a.dtype) for field, a in arrays.items()})
 
 
 def normalise_spec(batch_spec: Mapping[str, Any]) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
@@ -71,7 +131,7 @@ def check_batch(spec: BatchSpec, batch: Mapping[str, Any], source: str) -> Batch
         )
     checked: Batch = {}
     for field, (shape, dtype) in spec.items():
-        array = np.asarray(batch[field])
+        array = as_numpy(batch[field])
         if array.shape != shape or array.dtype != dtype:
             raise ValueError(
                 f"{source} returned field {field!r} as {array.dtype}{list(array.shape)}; "

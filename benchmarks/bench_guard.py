@@ -1,0 +1,194 @@
+"""Benchmark nozero.jax's guard against the usual ways of guarding a JAX training loop.
+
+Not a test. One run measures, side by side, on the reference trainer's shipped config
+(1024 → 512 → 256 → 8, batch 256) and its linear config (1024 → 8, batch 32) -- its
+model, loss and optimizer, data on the device, batches gathered from row indices:
+
+- no guard: a ``lax.scan`` of 50 steps per dispatch, nothing read before the end;
+- the guard: ``nozero.jax.Guard`` over the same scan, synced every 100 steps;
+- a per-step ``float(loss)`` check (the common way): one jitted step per dispatch, its
+  loss and gradient norm read on the host after every step;
+- checkify with NaN checks over the same scan, its error thrown after each dispatch;
+- ``optax.apply_if_finite`` around the optimizer over the same scan (its cost only: it
+  skips non-finite updates, the opposite of the guard's rule).
+
+Rounds are interleaved, the order rotating each round; a contender's ratio is its time
+over no guard's time in the same round, the median (and range) over the rounds.
+
+Usage: .venv/bin/python benchmarks/bench_guard.py [--rounds N]
+Prints a markdown table and writes benchmarks/guard_results.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import jax
+import numpy as np
+import optax
+from jax.experimental import checkify
+
+from nozero import check_finite
+from nozero.jax import Guard, scan_steps
+from nozero_trainer import loop
+from nozero_trainer.config import TrainConfig
+from nozero_trainer.optim import make_optimizer
+
+HERE = Path(__file__).resolve().parent
+ROWS, DIM, HEADS = 20_000, 1024, 8
+CHUNK, SYNC = 50, 100
+CONFIGS = {
+    "shipped (1024 → 512 → 256 → 8, batch 256)": (TrainConfig(), 100),
+    "linear (1024 → 8, batch 32)": (TrainConfig(hidden_dims=(), batch_size=32), 2000),
+}
+CONTENDERS = (
+    "no guard",
+    "guard",
+    "float(loss) per step",
+    "checkify NaN checks",
+    "optax.apply_if_finite",
+)
+
+
+def say(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+def contenders(config: TrainConfig, steps: int, data: tuple) -> dict[str, Callable[[], None]]:
+    """One closure per contender, each training ``steps`` steps from the same state."""
+    n_rows = len(data[0])
+    rows = [loop.batch_rows(config, s, n_rows) for s in range(steps)]
+    chunks = [np.stack(rows[i : i + CHUNK]) for i in range(0, steps, CHUNK)]
+    state = loop.init_state(config, DIM, HEADS)
+    carry = loop.place_state(state)
+    step, rows_step = loop.step_functions(config)
+    plain_scan = jax.jit(scan_steps(rows_step))
+    guard = Guard(rows_step, multi_step=scan_steps(rows_step), check=lambda c: c.params)
+    single = jax.jit(rows_step)
+    checked = jax.jit(checkify.checkify(scan_steps(rows_step), errors=checkify.nan_checks))
+    skipping = optax.apply_if_finite(make_optimizer(config), max_consecutive_errors=10)
+    skip_scan = jax.jit(scan_steps(loop.step_functions(config, skipping)[1]))
+    skip_carry = loop.place_state(dataclasses.replace(state, opt_state=skipping.init(state.params)))
+
+    def no_guard() -> None:
+        c = carry
+        for chunk in chunks:
+            c, _ = plain_scan(c, chunk, *data)
+        jax.block_until_ready(c)
+
+    def guarded() -> None:
+        jax.block_until_ready(guard.run(carry, chunks, operands=data, sync_every=SYNC).state)
+
+    def float_per_step() -> None:
+        c = carry
+        for s, r in enumerate(rows):
+            c, metrics = single(c, r, *data)
+            check_finite(s, metrics["loss"], metrics["grad_norm"])  # float() of both
+        jax.block_until_ready(c)
+
+    def with_checkify() -> None:
+        c = carry
+        for chunk in chunks:
+            err, (c, _) = checked(c, chunk, *data)
+            err.throw()
+        jax.block_until_ready(c)
+
+    def apply_if_finite() -> None:
+        c = skip_carry
+        for chunk in chunks:
+            c, _ = skip_scan(c, chunk, *data)
+        jax.block_until_ready(c)
+
+    return dict(
+        zip(
+            CONTENDERS,
+            (no_guard, guarded, float_per_step, with_checkify, apply_if_finite),
+            strict=True,
+        )
+    )
+
+
+def interleaved(measures: dict[str, Callable[[], None]], rounds: int) -> dict[str, list[float]]:
+    """Wall time of each measure in each round; the order rotates so none always goes first."""
+    times: dict[str, list[float]] = {name: [] for name in measures}
+    names = list(measures)
+    for round_ in range(rounds):
+        shift = round_ % len(names)
+        for name in names[shift:] + names[:shift]:
+            started = time.perf_counter()
+            measures[name]()
+            times[name].append(time.perf_counter() - started)
+    return times
+
+
+def summarise(times: dict[str, list[float]], steps: int) -> dict[str, dict[str, float]]:
+    base = times["no guard"]
+    out = {}
+    for name, runs in times.items():
+        ratios = [t / b for t, b in zip(runs, base, strict=True)]
+        out[name] = {
+            "steps_per_s": steps / min(runs),
+            "ratio": statistics.median(ratios),
+            "ratio_min": min(ratios),
+            "ratio_max": max(ratios),
+        }
+    return out
+
+
+def render(results: list[dict], rounds: int) -> str:
+    lines = [
+        f"Machine: {platform.machine()}, {os.cpu_count()} CPU cores, JAX {jax.__version__} on "
+        f"{jax.default_backend()}; {rounds} interleaved rounds.",
+        "",
+        "| config | contender | steps/s (best) | time vs no guard (median) | range |",
+        "| --- | --- | ---: | ---: | ---: |",
+    ]
+    for r in results:
+        for name, s in r["contenders"].items():
+            lines.append(
+                f"| {r['config']} | {name} | {s['steps_per_s']:.1f} | "
+                f"{s['ratio']:.3f}x | {s['ratio_min']:.3f}–{s['ratio_max']:.3f} |"
+            )
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=9)
+    args = parser.parse_args(argv)
+    rng = np.random.default_rng(0)
+    cls = rng.standard_normal((ROWS, DIM)).astype(np.float32)
+    labels = (rng.random((ROWS, HEADS)) < 0.2).astype(np.float32)
+    weights, mask = np.ones(HEADS, np.float32), np.ones(HEADS, np.float32)
+    data = loop.place_data((cls, labels, weights, mask))
+    results = []
+    for name, (config, steps) in CONFIGS.items():
+        config = dataclasses.replace(config, steps=steps, warmup_steps=10)
+        measures = contenders(config, steps, data)
+        say(f"{name}: compiling")
+        interleaved(measures, 1)
+        say(f"{name}: {args.rounds} interleaved rounds of {steps} steps")
+        results.append(
+            {
+                "config": name,
+                "steps": steps,
+                "contenders": summarise(interleaved(measures, args.rounds), steps),
+            }
+        )
+        say(json.dumps(results[-1]))
+    (HERE / "guard_results.json").write_text(json.dumps(results, indent=2) + "\n")
+    print(render(results, args.rounds))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,68 @@
+"""checkify, eqx.error_if and a raising jax.debug.callback become the documented error."""
+
+from __future__ import annotations
+
+import copy
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import jax_toy as toy
+import numpy as np
+import pytest
+from jax.experimental import checkify
+
+from nozero import MESSAGE_PATTERN, NonFiniteError
+from nozero.jax import Guard, GuardHalt, converts, nonfinite_errors, scan_steps
+
+
+def test_a_checkify_error_becomes_the_documented_error_at_the_given_step():
+    checked = jax.jit(checkify.checkify(jnp.log, errors=checkify.float_checks))
+    err, _ = checked(jnp.float32(2.0))
+    with nonfinite_errors(7):
+        err.throw()  # a clean result raises nothing
+    err, _ = checked(jnp.float32(-1.0))
+    with pytest.raises(NonFiniteError) as caught, nonfinite_errors(7, loss=0.5):
+        err.throw()
+    assert (caught.value.step, caught.value.loss) == (7, 0.5)
+    assert np.isnan(caught.value.grad_norm)
+    assert MESSAGE_PATTERN.fullmatch(str(caught.value))
+    assert isinstance(caught.value.__cause__, checkify.JaxRuntimeError)
+
+
+def test_other_errors_pass_through_unchanged():
+    with pytest.raises(ValueError, match="a bad shape"), nonfinite_errors(3):
+        raise ValueError("a bad shape")
+
+
+def _error_if_step(state, batch):
+    x = eqx.error_if(batch["x"], ~jnp.isfinite(batch["x"]).all(), "non-finite input")
+    return toy.step(state, {**batch, "x": x})
+
+
+def _raise_on_nonfinite(x):
+    if not np.isfinite(x).all():
+        raise FloatingPointError("non-finite input")
+
+
+def _callback_step(state, batch):
+    jax.debug.callback(_raise_on_nonfinite, batch["x"])
+    return toy.step(state, batch)
+
+
+@pytest.mark.parametrize("step", [_error_if_step, _callback_step], ids=["error_if", "callback"])
+@pytest.mark.parametrize("multi", [False, True], ids=["single", "scan"])
+def test_a_raise_inside_a_guarded_step_halts_at_its_exact_step(step, multi):
+    k = 6
+    batches = copy.deepcopy(toy.make_batches())
+    batches[k]["x"][0, 1] = np.inf
+    before_k = Guard(toy.step).run(toy.init_state(), batches[:k]).state
+    guard = Guard(step, multi_step=scan_steps(step) if multi else None, sync_every=4)
+    with pytest.raises(GuardHalt) as caught:
+        guard.run(toy.init_state(), toy.stack(batches, 3) if multi else batches)
+    err = caught.value
+    assert err.step == k
+    assert MESSAGE_PATTERN.fullmatch(str(err))
+    assert converts(err.__cause__) and "non-finite input" in str(err.__cause__)
+    for got, want in zip(toy.leaves(err.context.state), toy.leaves(before_k), strict=True):
+        np.testing.assert_allclose(got, want, rtol=1e-6)

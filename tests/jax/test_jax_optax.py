@@ -1,0 +1,71 @@
+"""record_nonfinite: updates pass through bit for bit; the first bad step is kept for the guard."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import jax_toy as toy
+import numpy as np
+import optax
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+from nozero.jax import Guard, GuardHalt, find_records, record_nonfinite
+
+# Every float32 value (NaNs, infinities, -0.0, subnormals); fixed shapes, one compilation.
+ELEMENTS = st.floats(width=32, allow_nan=True, allow_infinity=True, allow_subnormal=True)
+
+_update = jax.jit(record_nonfinite().update)
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    w=hnp.arrays(np.float32, (3, 4), elements=ELEMENTS),
+    b=hnp.arrays(np.float32, (4,), elements=ELEMENTS),
+)
+def test_updates_pass_through_bit_identical(w, b):
+    updates = {"w": w, "b": b}
+    out, _ = _update(updates, record_nonfinite().init(updates))
+    for got, want in zip(jax.tree.leaves(out), jax.tree.leaves(updates), strict=True):
+        assert np.asarray(got).tobytes() == want.tobytes()
+
+
+def test_the_first_non_finite_update_is_recorded_and_never_changed():
+    transform = record_nonfinite()
+    params = {"w": jnp.zeros(3)}
+    state = transform.init(params)
+    sequence = [1.0, 2.0, np.nan, 3.0, np.inf, -np.inf]
+    for value in sequence:
+        _, state = _update({"w": jnp.full(3, value, jnp.float32)}, state)
+    assert (int(state.count), int(state.first_step)) == (len(sequence), 2)
+    assert find_records({"opt": (optax.EmptyState(), state)}) == [state]
+
+
+def _scheduled(huge_at: int, recorded: bool):
+    """A loop whose optimizer scales by a schedule that overflows at one step."""
+    schedule = lambda count: jnp.where(count == huge_at, toy.HUGE_LR, -toy.LR)  # noqa: E731
+    parts = [optax.trace(decay=0.5), optax.scale_by_schedule(schedule)]
+    optimizer = optax.chain(*parts, *([record_nonfinite()] if recorded else []))
+
+    def step(state, batch):
+        loss, grads = jax.value_and_grad(toy.loss_fn)(state["params"], batch["x"])
+        updates, opt = optimizer.update(grads, state["opt"])
+        params = optax.apply_updates(state["params"], updates)
+        return {"params": params, "opt": opt}, {"loss": loss, "grads": grads}
+
+    params = toy.init_state()["params"]
+    return step, {"params": params, "opt": optimizer.init(params)}
+
+
+@pytest.mark.parametrize("recorded, halt_step", [(True, 5), (False, 6)])
+def test_the_guard_reads_the_record_at_its_sync(recorded, halt_step):
+    # With the guard's own state check off, only the record sees step 5's overflowing
+    # update at once; without it the run halts at step 6, whose loss is non-finite.
+    step, state = _scheduled(huge_at=5, recorded=recorded)
+    guard = Guard(step, sync_every=4, check=lambda state: ())
+    with pytest.raises(GuardHalt) as caught:
+        guard.run(state, toy.make_batches())
+    assert caught.value.step == halt_step
+    assert np.isfinite(caught.value.loss) == recorded
