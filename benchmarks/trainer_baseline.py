@@ -2,7 +2,12 @@
 
 One jitted step per Python iteration; each batch gathered on the host with numpy
 fancy indexing and shipped to the device; ``float(loss)`` checked every 500 steps.
-Same model, loss, optimiser and batch order as the reference trainer.
+Shares with the reference trainer: the model (``apply_model``), the loss, the
+optimiser, the initial state and the batch order. Does not share: the trainer's loop
+(data on the device, many steps per ``lax.scan`` dispatch, one host check per sync)
+and, unless ``matmul`` says so, its custom weight gradient
+(``model.matmul_transposed_grad``): by default the baseline differentiates ``x @ w``
+the way autodiff writes it.
 """
 
 from __future__ import annotations
@@ -17,21 +22,29 @@ import optax
 from nozero_trainer.config import TrainConfig
 from nozero_trainer.loop import batch_rows, init_state
 from nozero_trainer.loss import multilabel_focal_loss
-from nozero_trainer.model import apply_model
+from nozero_trainer.model import Matmul, apply_model
 from nozero_trainer.optim import make_optimizer
 
 CHECK_EVERY = 500
 
 
-def make_baseline_step(config: TrainConfig, weights: np.ndarray, mask: np.ndarray):
+def make_baseline_step(
+    config: TrainConfig, weights: np.ndarray, mask: np.ndarray, matmul: Matmul = jnp.matmul
+):
+    """The jitted step; ``matmul=matmul_transposed_grad`` gives it the trainer's gradient."""
     optimizer = make_optimizer(config)
     weights, mask = jnp.asarray(weights), jnp.asarray(mask)
 
     def loss_fn(params, x, y):
-        logits = apply_model(params, x)
+        logits = apply_model(params, x, matmul)
         return multilabel_focal_loss(
-            logits, y, head_weights=weights, head_mask=mask, focal_gamma=config.focal_gamma,
-            focal_alpha=config.focal_alpha, label_smoothing=config.label_smoothing,
+            logits,
+            y,
+            head_weights=weights,
+            head_mask=mask,
+            focal_gamma=config.focal_gamma,
+            focal_alpha=config.focal_alpha,
+            label_smoothing=config.label_smoothing,
             reverse_ce_weight=config.reverse_ce_weight,
         )[0]
 

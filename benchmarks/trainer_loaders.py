@@ -87,8 +87,17 @@ def main() -> None:
     rows, returned = LOADERS[kind](split_dir, max_rows)
     seconds = time.perf_counter() - started
     peak = _status_bytes("VmHWM")
-    print(json.dumps({"kind": kind, "seconds": seconds, "rows": rows,
-                      "peak_added_bytes": peak - before, "returned_bytes": returned}))
+    print(
+        json.dumps(
+            {
+                "kind": kind,
+                "seconds": seconds,
+                "rows": rows,
+                "peak_added_bytes": peak - before,
+                "returned_bytes": returned,
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

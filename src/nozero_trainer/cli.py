@@ -310,11 +310,11 @@ def missing_extra(command: Command) -> str | None:
 
 def _report_settings(err: SettingsError) -> None:
     if len(err.problems) == 1:
-        print(f"nozero-train: error: {err.problems[0]}", file=sys.stderr)
+        print(f"nozero-train: error: {err.problems[0].as_flag()}", file=sys.stderr)
         return
     print(f"nozero-train: error: {len(err.problems)} bad settings:", file=sys.stderr)
     for problem in err.problems:
-        print(f"  {problem}", file=sys.stderr)
+        print(f"  {problem.as_flag()}", file=sys.stderr)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

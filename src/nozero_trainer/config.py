@@ -188,8 +188,16 @@ class Problem:
 
     setting: str
     message: str
+    # False when ``message`` is a sentence of its own rather than what the setting "must be".
+    about_setting: bool = True
 
     def __str__(self) -> str:
+        """For Python callers: ``focal_gamma must be ..., got -1.0 (--focal-gamma)``."""
+        subject = f"{self.setting} " if self.about_setting else ""
+        return f"{subject}{self.message} ({flag_name(self.setting)})"
+
+    def as_flag(self) -> str:
+        """For the command line: ``--focal-gamma: must be ..., got -1.0``."""
         return f"{flag_name(self.setting)}: {self.message}"
 
 
@@ -321,15 +329,19 @@ def check_data(
     if not (empty and config.class_weighting):
         return (), problems
     if len(empty) == len(config.heads):
-        problems.append(Problem("heads", "every head has zero positive training examples"))
+        problems.append(
+            Problem("heads", "every head has zero positive training examples", about_setting=False)
+        )
     elif not config.mask_zero_positive_heads:
         names = ", ".join(repr(h) for h in empty)
+        which = f"head {names} has" if len(empty) == 1 else f"heads {names} have"
         problems.append(
             Problem(
                 "mask_zero_positive_heads",
-                f"head(s) {names} have zero positive training examples, so their class weight "
-                "would be infinite; add positives, pass --no-class-weighting, or pass "
+                f"{which} zero positive training examples, so the class weight would be "
+                "infinite; add positives, pass --no-class-weighting, or pass "
                 "--mask-zero-positive-heads to train without them",
+                about_setting=False,
             )
         )
     return empty, problems

@@ -1,9 +1,13 @@
-"""``nozero-train plot RUN_DIR``: one PNG that shows how a run went.
+"""``nozero-train plot RUN_DIR``: one PNG that shows how a run went, and how it failed.
 
-Four panels over steps, read from the run's ``metrics.jsonl``: training loss, gradient norm
-(log scale), learning rate, and every head's holdout PR-AUC. Halts, restarts and resumes
-are drawn as vertical lines on every panel, so a reader sees at once where a run broke.
-After a restart the steps run again from the checkpoint; each stretch is drawn on its own.
+Four panels over steps, read from the run's ``metrics.jsonl``: training loss, gradient
+norm, learning rate, and every head's holdout PR-AUC. A panel whose values span more than
+two orders of magnitude is drawn on a log scale, so a divergence to 1e35 shows as the
+climb it is. Halts, restarts and resumes are vertical lines on every panel, listed once
+per kind with a count in a legend beside the panels (never over the data). What is
+missing is said on the panel: no evaluation before a halt, a head without positives,
+non-finite values the line cannot show. After a restart the steps run again from the
+checkpoint; each stretch is drawn on its own.
 """
 
 from __future__ import annotations
@@ -15,10 +19,19 @@ from pathlib import Path
 from typing import Any
 
 from nozero._atomic import atomic_output
-from nozero_trainer.runlog import read_metrics
+from nozero_trainer.runlog import METRICS, read_metrics, read_status
 
 TRAIN_EVENTS = (None, "train")  # per-step records, with or without an event tag
 MARKERS = {"halt": ("tab:red", "-"), "restart": ("tab:orange", "--"), "resume": ("0.5", ":")}
+LOG_SPAN = 100.0  # positive values spanning more than this factor get a log axis
+# (key, label, may use a log axis): the learning rate's warmup starts at 0 and reads best
+# on a linear axis; loss and gradient norm are where a divergence shows.
+PANELS = (
+    ("loss", "training loss", True),
+    ("grad_norm", "gradient norm", True),
+    ("lr", "learning rate", False),
+)
+NOTE_STYLE = {"ha": "center", "va": "center", "fontsize": 9, "color": "0.25", "wrap": True}
 
 
 class PlotUnavailable(RuntimeError):
@@ -55,18 +68,24 @@ def _series(records: Sequence[Mapping[str, Any]], key: str) -> list[tuple[float,
     return [
         (float(r["step"]), float(r[key]))
         for r in records
-        if r.get("event") in TRAIN_EVENTS and key in r and "step" in r
+        if r.get("event") in TRAIN_EVENTS and r.get(key) is not None and "step" in r
     ]
+
+
+def wants_log_scale(values: Iterable[float]) -> bool:
+    """True when the finite positive values span more than :data:`LOG_SPAN`."""
+    positive = [v for v in values if math.isfinite(v) and v > 0]
+    return bool(positive) and max(positive) / min(positive) > LOG_SPAN
 
 
 def plot_run(run_dir: str | os.PathLike[str], out: str | os.PathLike[str] | None = None) -> Path:
     """Draw ``run_dir/metrics.jsonl`` into a PNG (default ``run_dir/run.png``); return its path."""
     run_dir = Path(run_dir)
-    metrics = run_dir / "metrics.jsonl"
+    metrics = run_dir / METRICS
     if not metrics.is_file():
         raise FileNotFoundError(f"{metrics}: no metrics file, so nothing to plot")
     plt = _pyplot()
-    fig = draw_run(read_metrics(metrics), title=f"run {run_dir.name}")
+    fig = draw_run(read_metrics(metrics), title=f"run {run_dir.name}", status=read_status(run_dir))
     out_path = Path(out) if out is not None else run_dir / "run.png"
     with atomic_output(out_path) as tmp:
         fig.savefig(tmp, format="png", dpi=90)
@@ -74,55 +93,138 @@ def plot_run(run_dir: str | os.PathLike[str], out: str | os.PathLike[str] | None
     return out_path
 
 
-def draw_run(records: Sequence[Mapping[str, Any]], title: str = "") -> Any:
-    """The run's figure (four panels sharing the step axis) from its metrics records."""
+def draw_run(
+    records: Sequence[Mapping[str, Any]],
+    title: str = "",
+    status: Mapping[str, Any] | None = None,
+) -> Any:
+    """The run's figure (four panels sharing the step axis) from its metrics records.
+
+    ``status`` (the run's ``status.json``) lets a note say when the first evaluation
+    was due.
+    """
     plt = _pyplot()
-    fig, axes = plt.subplots(4, 1, figsize=(9, 10), sharex=True)
-    panels = [("loss", "training loss", "linear"), ("grad_norm", "gradient norm", "log")]
-    panels.append(("lr", "learning rate", "linear"))
-    for axis, (key, label, scale) in zip(axes, panels, strict=False):
-        for xs, ys in _stretches(_series(records, key)):
-            axis.plot(xs, ys, color="tab:blue", linewidth=1)
-        axis.set_ylabel(label)
-        if scale == "log" and any(v > 0 for _, v in _series(records, key)):
-            axis.set_yscale("log")
-    _plot_pr_auc(axes[3], [r for r in records if r.get("event") == "eval"])
-    for record in records:
-        style = MARKERS.get(str(record.get("event")))
-        if style is None or "step" not in record:
-            continue
-        for axis in axes:
-            axis.axvline(float(record["step"]), color=style[0], linestyle=style[1], linewidth=1.2)
-        axes[0].annotate(
-            str(record["event"]),
-            (float(record["step"]), 1.0),
-            xycoords=("data", "axes fraction"),
-            color=style[0],
-            fontsize=8,
-            va="bottom",
-        )
+    fig, axes = plt.subplots(4, 1, figsize=(11, 10), sharex=True)
+    for axis, (key, label, log) in zip(axes, PANELS, strict=False):
+        _plot_series(axis, records, key, label, log)
+    eval_every = ((status or {}).get("config") or {}).get("eval_every")
+    _plot_pr_auc(axes[3], records, eval_every)
+    _mark_events(fig, axes, records)
     axes[-1].set_xlabel("step")
     fig.suptitle(title)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0, 0.8, 1))  # the right fifth holds the legends
     return fig
 
 
-def _plot_pr_auc(axis: Any, evals: Sequence[Mapping[str, Any]]) -> None:
+def _plot_series(
+    axis: Any, records: Sequence[Mapping[str, Any]], key: str, label: str, log: bool
+) -> None:
+    points = _series(records, key)
+    finite = [(s, v) for s, v in points if math.isfinite(v)]
+    for xs, ys in _stretches(finite):
+        axis.plot(xs, ys, color="tab:blue", linewidth=1)
+    axis.set_ylabel(label)
+    if log and wants_log_scale(v for _, v in finite):
+        axis.set_yscale("log")
+    bad = [(s, v) for s, v in points if not math.isfinite(v)]
+    if bad:
+        steps = ", ".join(f"{s:g} ({v})" for s, v in bad[:3]) + (" …" if len(bad) > 3 else "")
+        axis.set_title(
+            f"not finite, so not drawn: step {steps}", fontsize=8, color="tab:red", loc="left"
+        )
+    if not points:
+        axis.text(0.5, 0.5, f"no {label} logged", transform=axis.transAxes, **NOTE_STYLE)
+
+
+def _plot_pr_auc(axis: Any, records: Sequence[Mapping[str, Any]], eval_every: int | None) -> None:
+    evals = [r for r in records if r.get("event") == "eval"]
     heads: list[str] = []
     for record in evals:
         heads += [h for h in record.get("pr_auc", {}) if h not in heads]
+    undefined: list[str] = []
     for head in heads:
         points = [
             (float(r["step"]), float(r["pr_auc"][head]))
             for r in evals
-            if head in r.get("pr_auc", {})
-            and r["pr_auc"][head] is not None
-            and math.isfinite(float(r["pr_auc"][head]))
+            if r.get("pr_auc", {}).get(head) is not None and math.isfinite(float(r["pr_auc"][head]))
         ]
         if points:
             xs, ys = zip(*points, strict=True)
             axis.plot(xs, ys, marker="o", markersize=3, linewidth=1, label=head)
+        else:
+            undefined.append(head)
     axis.set_ylabel("holdout PR-AUC")
     axis.set_ylim(0, 1.02)
-    if heads:
-        axis.legend(fontsize=7, ncol=2, loc="lower right")
+    if len(undefined) < len(heads):
+        axis.legend(
+            fontsize=7,
+            loc="upper left",
+            bbox_to_anchor=(1.01, 1.0),
+            borderaxespad=0,
+            title="head",
+            title_fontsize=7,
+        )
+    if not evals:
+        axis.text(
+            0.5,
+            0.5,
+            _no_evaluation_note(records, eval_every),
+            transform=axis.transAxes,
+            **NOTE_STYLE,
+        )
+    elif undefined:
+        axis.text(
+            0.02,
+            0.06,
+            f"not drawn, no holdout positives (PR-AUC undefined): {', '.join(undefined)}",
+            transform=axis.transAxes,
+            fontsize=8,
+            color="0.25",
+        )
+
+
+def _no_evaluation_note(records: Sequence[Mapping[str, Any]], eval_every: int | None) -> str:
+    halts = [r for r in records if r.get("event") == "halt" and "step" in r]
+    due = f" (due at step {eval_every})" if eval_every else ""
+    if len(halts) == 1:
+        return (
+            f"no holdout evaluation: the run halted at step {halts[0]['step']}, "
+            f"before its first evaluation{due}"
+        )
+    if halts:
+        at = ", ".join(str(h["step"]) for h in halts)
+        return (
+            f"no holdout evaluation: every attempt halted before its first evaluation"
+            f"{due}, at steps {at}"
+        )
+    return f"no holdout evaluation logged yet{due}"
+
+
+def _mark_events(fig: Any, axes: Sequence[Any], records: Sequence[Mapping[str, Any]]) -> None:
+    """A vertical line per event on every panel; one legend entry per kind, with a count."""
+    steps: dict[str, list[float]] = {}
+    for record in records:
+        kind = str(record.get("event"))
+        if kind in MARKERS and "step" in record:
+            steps.setdefault(kind, []).append(float(record["step"]))
+    handles = []
+    for kind, at in steps.items():
+        color, style = MARKERS[kind]
+        for axis in axes:
+            for step in at:
+                line = axis.axvline(step, color=color, linestyle=style, linewidth=1.2)
+        distinct = sorted(set(at))
+        where = ", ".join(f"{s:g}" for s in distinct[:4]) + (" …" if len(distinct) > 4 else "")
+        count = f" ×{len(at)}" if len(at) > 1 else ""
+        line.set_label(f"{kind}{count} (step {where})")
+        handles.append(line)
+    if handles:
+        fig.legend(
+            handles=handles,
+            loc="upper left",
+            bbox_to_anchor=(0.8, 0.97),
+            fontsize=8,
+            title="events",
+            title_fontsize=8,
+            frameon=False,
+        )

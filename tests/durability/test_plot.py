@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
 import textwrap
@@ -11,18 +10,47 @@ import matplotlib.image
 import pytest
 
 from nozero_trainer.plot import _stretches, draw_run, plot_run
-from nozero_trainer.runlog import read_metrics
+from nozero_trainer.runlog import MetricsLog, read_metrics, read_status, write_status
+
+
+def _write(run_dir, records):
+    with MetricsLog(run_dir / "metrics.jsonl", append=False) as log:
+        for record in records:
+            log.write(record)
 
 
 def _metrics(run_dir):
     records = [{"step": s, "loss": 1.0 / (s + 1), "grad_norm": 0.5, "lr": 1e-3} for s in range(30)]
-    records.insert(10, {"event": "eval", "step": 10, "pr_auc": {"A": 0.4, "B": float("nan")}})
+    records.insert(10, {"event": "eval", "step": 10, "pr_auc": {"A": 0.4, "B": None}})
     records.append({"event": "halt", "step": 30})
     records.append({"event": "restart", "step": 20})
     records += [{"step": s, "loss": 0.1, "grad_norm": 0.4, "lr": 5e-4} for s in range(20, 40)]
-    records.append({"event": "eval", "step": 40, "pr_auc": {"A": 0.7, "B": float("nan")}})
-    with open(run_dir / "metrics.jsonl", "w") as out:
-        out.writelines(json.dumps(r) + "\n" for r in records)
+    records.append({"event": "eval", "step": 40, "pr_auc": {"A": 0.7, "B": None}})
+    _write(run_dir, records)
+
+
+def _diverging(run_dir, attempts=3):
+    """Every attempt's loss climbs to ~1e35 and halts at step 12, before any evaluation."""
+    records = []
+    for attempt in range(attempts):
+        if attempt:
+            records.append({"event": "restart", "step": 0, "restart": attempt})
+        records += [
+            {"event": "train", "step": s, "loss": 0.7 * 1e3**s, "grad_norm": 10.0**s, "lr": 1e3}
+            for s in range(12)
+        ]
+        records.append(
+            {
+                "event": "train",
+                "step": 12,
+                "loss": float("inf"),
+                "grad_norm": float("nan"),
+                "lr": 1e3,
+            }
+        )
+        records.append({"event": "halt", "step": 12, "loss": float("inf")})
+    _write(run_dir, records)
+    write_status(run_dir, {"status": "halted", "step": 12, "config": {"eval_every": 50}})
 
 
 def test_writes_a_png(tmp_path):
@@ -75,8 +103,49 @@ def test_halts_and_restarts_are_marked_on_every_panel(tmp_path):
             if len(set(line.get_xdata())) == 1 and len(line.get_xdata()) == 2
         )
         assert vertical == [20.0, 30.0]
-    assert [t.get_text() for t in fig.axes[0].texts] == ["halt", "restart"]
+    legend = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert legend == ["halt (step 30)", "restart (step 20)"]
     loss_lines = [line for line in fig.axes[0].get_lines() if len(line.get_xdata()) > 2]
     assert len(loss_lines) == 2  # the restart starts a second stretch of steps
     pr_auc = fig.axes[3]
     assert [t.get_text() for t in pr_auc.get_legend().get_texts()] == ["A"]  # B: all NaN
+
+
+def _texts(axis):
+    return " ".join(t.get_text() for t in axis.texts) + " " + axis.get_title(loc="left")
+
+
+def test_a_divergence_is_drawn_on_log_axes_and_the_missing_evaluation_is_explained(tmp_path):
+    _diverging(tmp_path)
+    fig = draw_run(read_metrics(tmp_path / "metrics.jsonl"), status=read_status(tmp_path))
+    loss, grad_norm, lr, pr_auc = fig.axes
+    assert loss.get_yscale() == "log" and grad_norm.get_yscale() == "log"
+    assert lr.get_yscale() == "linear"
+    assert "not finite, so not drawn: step 12 (inf)" in _texts(loss)
+    note = _texts(pr_auc)
+    assert "every attempt halted before its first evaluation (due at step 50)" in note
+    assert "at steps 12, 12, 12" in note
+    # Three halts and two restarts at one step: one legend entry per kind, with a count.
+    legend = [t.get_text() for t in fig.legends[0].get_texts()]
+    assert legend == ["halt ×3 (step 12)", "restart ×2 (step 0)"]
+    plot_run(tmp_path)  # and it renders
+
+
+def test_a_single_early_halt_names_its_step(tmp_path):
+    _diverging(tmp_path, attempts=1)
+    fig = draw_run(read_metrics(tmp_path / "metrics.jsonl"), status=read_status(tmp_path))
+    assert "the run halted at step 12, before its first evaluation (due at step 50)" in _texts(
+        fig.axes[3]
+    )
+
+
+def test_a_smooth_run_keeps_linear_axes_and_the_legends_sit_outside_the_panels(tmp_path):
+    _metrics(tmp_path)
+    fig = draw_run(read_metrics(tmp_path / "metrics.jsonl"))
+    assert [a.get_yscale() for a in fig.axes] == ["linear"] * 4  # 1/30 .. 1: under 100x
+    fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    panels_right = max(a.get_window_extent().x1 for a in fig.axes)
+    for legend in [*fig.legends, fig.axes[3].get_legend()]:
+        assert legend.get_window_extent(renderer).x0 >= panels_right
+    assert "not drawn, no holdout positives (PR-AUC undefined): B" in _texts(fig.axes[3])

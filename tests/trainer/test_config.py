@@ -48,7 +48,7 @@ def test_defaults_are_valid():
 def test_zero_positive_head_refused_by_name_or_masked():
     counts = COUNTS.copy()
     counts[DEFAULT_HEADS.index("RTBot")] = 0
-    with pytest.raises(ValueError, match="head\\(s\\) 'RTBot' have zero positive"):
+    with pytest.raises(ValueError, match="head 'RTBot' has zero positive"):
         validate(TrainConfig(), 1000, counts)
     assert validate(TrainConfig(mask_zero_positive_heads=True), 1000, counts) == ("RTBot",)
     # Without class weighting the count is not needed: nothing refused, nothing masked.

@@ -86,8 +86,13 @@ def test_shards_with_only_dropped_rows_and_sliced_lists(tmp_path, rng):
 
 
 def _one_row(**change):
-    row = {"user_id": 1, "cls": [0.0] * DIM, "labels": [], "label_source": "s",
-           "label_strength": "strong"}
+    row = {
+        "user_id": 1,
+        "cls": [0.0] * DIM,
+        "labels": [],
+        "label_source": "s",
+        "label_strength": "strong",
+    }
     row.update(change)
     return row
 
@@ -105,22 +110,32 @@ def test_missing_directory_and_no_shards(tmp_path):
 def test_missing_column_names_file_and_column(tmp_path):
     path = tmp_path / "s" / "part-0.parquet"
     path.parent.mkdir()
-    pq.write_table(pa.table({"user_id": [1], "cls": [[0.0]], "labels": [["x"]],
-                             "label_source": ["s"]}), path)
+    pq.write_table(
+        pa.table({"user_id": [1], "cls": [[0.0]], "labels": [["x"]], "label_source": ["s"]}), path
+    )
     with pytest.raises(ValueError, match=r"part-0\.parquet: missing column 'label_strength'"):
         load_split(path.parent)
 
 
-@pytest.mark.parametrize("column, arrow_type, value", [
-    ("user_id", pa.string(), "u1"),
-    ("cls", pa.list_(pa.float64()), [0.0] * DIM),
-    ("labels", pa.string(), "FollowBot"),
-    ("label_strength", pa.int32(), 1),
-])
+@pytest.mark.parametrize(
+    "column, arrow_type, value",
+    [
+        ("user_id", pa.string(), "u1"),
+        ("cls", pa.list_(pa.float64()), [0.0] * DIM),
+        ("labels", pa.string(), "FollowBot"),
+        ("label_strength", pa.int32(), 1),
+    ],
+)
 def test_wrong_column_type_names_file_and_column(tmp_path, column, arrow_type, value):
-    base = pa.schema([("user_id", pa.int64()), ("cls", pa.list_(pa.float32())),
-                      ("labels", pa.list_(pa.string())), ("label_source", pa.string()),
-                      ("label_strength", pa.string())])
+    base = pa.schema(
+        [
+            ("user_id", pa.int64()),
+            ("cls", pa.list_(pa.float32())),
+            ("labels", pa.list_(pa.string())),
+            ("label_source", pa.string()),
+            ("label_strength", pa.string()),
+        ]
+    )
     schema = base.set(base.get_field_index(column), pa.field(column, arrow_type))
     write_shard(tmp_path / "bad.parquet", [_one_row(**{column: value})], schema=schema)
     with pytest.raises(ValueError, match=rf"bad\.parquet: column '{column}' has type"):
@@ -142,8 +157,10 @@ def test_an_error_while_reading_ahead_stops_the_reader(tmp_path, monkeypatch, ba
     # batch) and must still stop instead of hanging the loader.
     monkeypatch.setattr(data, "BATCH_ROWS", 1)
     monkeypatch.setattr(data, "READ_AHEAD", 1)
-    shards = {"a": [_one_row(user_id=i) for i in range(200)],
-              "b": [_one_row(user_id=1000 + i) for i in range(50)]}
+    shards = {
+        "a": [_one_row(user_id=i) for i in range(200)],
+        "b": [_one_row(user_id=1000 + i) for i in range(50)],
+    }
     shards[bad_file][bad_row]["cls"] = [0.0] * 2
     for name, rows in shards.items():
         write_shard(tmp_path / f"{name}.parquet", rows)

@@ -34,9 +34,14 @@ def reference_loss(z, y, weights, mask, gamma, alpha, smoothing, rce_weight):
 
 def _loss(z, y, weights, mask, gamma, alpha, smoothing, rce_weight):
     return multilabel_focal_loss(
-        jnp.asarray(z), jnp.asarray(y), head_weights=jnp.asarray(weights),
-        head_mask=jnp.asarray(mask), focal_gamma=gamma, focal_alpha=alpha,
-        label_smoothing=smoothing, reverse_ce_weight=rce_weight,
+        jnp.asarray(z),
+        jnp.asarray(y),
+        head_weights=jnp.asarray(weights),
+        head_mask=jnp.asarray(mask),
+        focal_gamma=gamma,
+        focal_alpha=alpha,
+        label_smoothing=smoothing,
+        reverse_ce_weight=rce_weight,
     )
 
 
@@ -56,8 +61,9 @@ def test_matches_float64_reference(seed):
     want, focal = reference_loss(z, y, weights, mask, gamma, alpha, smoothing, rce_weight)
     np.testing.assert_allclose(float(loss), want, rtol=1e-5)
     active = mask.astype(bool)
-    np.testing.assert_allclose(float(stats["focal_mean_weight"]), focal[:, active].mean(),
-                               rtol=1e-5)
+    np.testing.assert_allclose(
+        float(stats["focal_mean_weight"]), focal[:, active].mean(), rtol=1e-5
+    )
 
 
 def test_gamma_zero_is_the_unfocused_loss():

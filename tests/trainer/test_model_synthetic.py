@@ -61,7 +61,12 @@ def test_make_data_schema_shares_and_signal(tmp_path):
     assert len(list((out / "train").glob("*.parquet"))) == 3
     schema = pq.read_schema(next((out / "train").glob("*.parquet")))
     assert [str(t) for t in schema.types] == [
-        "int64", "list<element: float>", "list<element: string>", "string", "string"]
+        "int64",
+        "list<element: float>",
+        "list<element: string>",
+        "string",
+        "string",
+    ]
     split = load_split(out / "train")
     read = split.stats.rows_read
     assert 0.05 < split.stats.non_strong_dropped / read < 0.15

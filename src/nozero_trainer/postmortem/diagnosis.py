@@ -164,14 +164,14 @@ def _repeat_verdict(halt: Mapping[str, Any], now: Repeat | None) -> list[str]:
         if isinstance(repeat, Repeat):
             repeat = repeat.to_json()
         if repeat["identical"]:
-            lines.append(
-                f"float32 step run twice from the same state ({where}): bitwise identical "
-                f"in all {repeat['compared']} outputs: the computation is deterministic."
-            )
+            lines += [
+                f"float32 step run twice from the same state ({where}): bitwise identical",
+                f"  in all {repeat['compared']} outputs: the computation is deterministic.",
+            ]
         else:
             lines += [
-                f"float32 step run twice from the same state ({where}): the results DIFFER "
-                f"in {len(repeat['differing'])} of {repeat['compared']} outputs "
+                f"float32 step run twice from the same state ({where}): the results DIFFER",
+                f"  in {len(repeat['differing'])} of {repeat['compared']} outputs "
                 f"({_limited(repeat['differing'])}):",
                 "  → the computation is not deterministic: suspect the hardware or a",
                 "    non-deterministic kernel; the failure may be transient, so resume from",
