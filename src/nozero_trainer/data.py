@@ -49,9 +49,11 @@ class LoadStats:
         return self.rows_read - self.non_strong_dropped - self.non_finite_dropped
 
     def describe(self, where: str) -> str:
-        text = (f"{where}: kept {self.rows_kept} of {self.rows_read} rows from "
-                f"{len(self.shards)} shard(s); dropped {self.non_strong_dropped} non-strong, "
-                f"{self.non_finite_dropped} with non-finite cls")
+        text = (
+            f"{where}: kept {self.rows_kept} of {self.rows_read} rows from "
+            f"{len(self.shards)} shard(s); dropped {self.non_strong_dropped} non-strong, "
+            f"{self.non_finite_dropped} with non-finite cls"
+        )
         if self.unknown_labels:
             text += f"; unknown label strings (not in the head registry): {self.unknown_labels}"
         return text
@@ -153,7 +155,7 @@ def _multi_hot(labels: pa.Array, heads: tuple[str, ...], unknown: dict[str, int]
             unknown[entry["values"]] = unknown.get(entry["values"], 0) + entry["counts"]
     empty_head = empty_label_index(heads)
     if empty_head is not None:
-        empty = (pc.list_value_length(labels).to_numpy(zero_copy_only=False) == 0)
+        empty = pc.list_value_length(labels).to_numpy(zero_copy_only=False) == 0
         out[empty, empty_head] = 1.0
     return out
 
