@@ -253,6 +253,18 @@ def _plot(args: argparse.Namespace) -> int:
     return 0
 
 
+def _configure_launch(parser: argparse.ArgumentParser) -> None:
+    from nozero_trainer.launch import configure_parser
+
+    configure_parser(parser)
+
+
+def _launch(args: argparse.Namespace) -> int:
+    from nozero_trainer.launch import run_from_args
+
+    return run_from_args(args)
+
+
 # Every subcommand, in --help order. A new one is one more entry here.
 COMMANDS: list[Command] = [
     Command("train", "train on parquet shards (DIR/train, DIR/holdout)", _configure_train, _train),
@@ -267,6 +279,12 @@ COMMANDS: list[Command] = [
         _postmortem,
     ),
     Command("plot", "draw a run's metrics into a PNG", _configure_plot, _plot, ("plot",)),
+    Command(
+        "launch",
+        "run N local processes of one multi-process command (e.g. train)",
+        _configure_launch,
+        _launch,
+    ),
 ]
 
 

@@ -146,6 +146,19 @@ class RunOptions:
         choices=ON_NONFINITE,
     )
     max_restarts: int = setting(3, "restarts allowed with --on-nonfinite restart")
+    # One process of a multi-process run (else the environment's, else one process).
+    coordinator: str | None = setting(
+        None,
+        "HOST:PORT of process 0's coordinator, for a multi-process run",
+        parse=str,
+        shown="none",
+    )
+    num_processes: int | None = setting(
+        None, "processes in the run (with --coordinator)", parse=int, shown="none"
+    )
+    process_id: int | None = setting(
+        None, "this process's index, 0 .. N-1 (with --coordinator)", parse=int, shown="none"
+    )
 
     def problems(self) -> list[Problem]:
         """Every bad option; empty when all are good."""

@@ -49,9 +49,11 @@ class LoadStats:
         return self.rows_read - self.non_strong_dropped - self.non_finite_dropped
 
     def describe(self, where: str) -> str:
-        text = (f"{where}: kept {self.rows_kept} of {self.rows_read} rows from "
-                f"{len(self.shards)} shard(s); dropped {self.non_strong_dropped} non-strong, "
-                f"{self.non_finite_dropped} with non-finite cls")
+        text = (
+            f"{where}: kept {self.rows_kept} of {self.rows_read} rows from "
+            f"{len(self.shards)} shard(s); dropped {self.non_strong_dropped} non-strong, "
+            f"{self.non_finite_dropped} with non-finite cls"
+        )
         if self.unknown_labels:
             text += f"; unknown label strings (not in the head registry): {self.unknown_labels}"
         return text
@@ -69,9 +71,21 @@ class Split:
     label_strength: pa.Array
     heads: tuple[str, ...]
     stats: LoadStats
+    # Read as one process's share: every process's kept rows, and the global label counts.
+    row_counts: tuple[int, ...] | None = None
+    label_counts: np.ndarray | None = None
 
     def __len__(self) -> int:
         return int(self.user_id.shape[0])
+
+    @property
+    def global_rows(self) -> int:
+        """Rows of the whole split (every process's share)."""
+        return len(self) if self.row_counts is None else sum(self.row_counts)
+
+    def global_label_counts(self) -> np.ndarray:
+        """Positives per head over the whole split."""
+        return self.labels.sum(axis=0) if self.label_counts is None else self.label_counts
 
 
 def _is_list_of(dtype: pa.DataType, value_check) -> bool:
@@ -141,7 +155,7 @@ def _multi_hot(labels: pa.Array, heads: tuple[str, ...], unknown: dict[str, int]
             unknown[entry["values"]] = unknown.get(entry["values"], 0) + entry["counts"]
     empty_head = empty_label_index(heads)
     if empty_head is not None:
-        empty = (pc.list_value_length(labels).to_numpy(zero_copy_only=False) == 0)
+        empty = pc.list_value_length(labels).to_numpy(zero_copy_only=False) == 0
         out[empty, empty_head] = 1.0
     return out
 
@@ -204,10 +218,26 @@ def _read_ahead(paths: list[Path]) -> Iterator[tuple[Path, pa.RecordBatch]]:
         reader.join()
 
 
-def load_split(split_dir: str | Path, heads: tuple[str, ...] = DEFAULT_HEADS) -> Split:
-    """Read every shard of one split; keep strong-label rows with finite embeddings."""
-    split_dir = Path(split_dir)
-    paths = _shard_paths(split_dir)
+@dataclasses.dataclass(frozen=True)
+class Share:
+    """Process ``process`` of ``processes`` reads one contiguous block of a split's shards.
+
+    Blocks in process order are the shards in name order, so the global rows (every
+    process's rows in process order) are the rows one process reading everything sees.
+    """
+
+    process: int
+    processes: int
+
+    def of(self, paths: list[Path]) -> list[Path]:
+        bounds = np.linspace(0, len(paths), self.processes + 1).round().astype(int)
+        return paths[bounds[self.process] : bounds[self.process + 1]]
+
+
+def _read_shards(
+    split_dir: Path, paths: list[Path], heads: tuple[str, ...], allow_empty: bool = False
+) -> Split:
+    """Read ``paths`` into one split; keep strong-label rows with finite embeddings."""
     capacity = 0  # rows in all shards, from the footers: the embeddings are allocated once
     for path in paths:  # every shard's schema is checked before any data is read
         try:
@@ -259,11 +289,11 @@ def load_split(split_dir: str | Path, heads: tuple[str, ...] = DEFAULT_HEADS) ->
         first_rows[path] += rows
 
     if cls_out is None:
-        raise ValueError(f"{split_dir}: the shards hold no rows")
+        if not allow_empty:
+            raise ValueError(f"{split_dir}: the shards hold no rows")
+        return _empty_split(heads, stats)
     # Shrink in place to the rows kept; realloc avoids a second full-size copy.
     cls_out.resize((kept, cls_out.shape[1]), refcheck=False)
-    flawed = stats.non_finite_dropped or stats.unknown_labels
-    log.log(logging.WARNING if flawed else logging.INFO, stats.describe(str(split_dir)))
     return Split(
         user_id=np.concatenate(user_ids).astype(np.int64, copy=False),
         cls=cls_out,
@@ -276,20 +306,123 @@ def load_split(split_dir: str | Path, heads: tuple[str, ...] = DEFAULT_HEADS) ->
     )
 
 
+def _empty_split(heads: tuple[str, ...], stats: LoadStats) -> Split:
+    """No rows kept (its width is set once the other processes say theirs)."""
+    no_strings = pa.array([], pa.string())
+    return Split(
+        user_id=np.zeros(0, np.int64),
+        cls=np.zeros((0, 0), np.float32),
+        labels=np.zeros((0, len(heads)), np.float32),
+        label_lists=pa.array([], pa.list_(pa.string())),
+        label_source=no_strings,
+        label_strength=no_strings,
+        heads=tuple(heads),
+        stats=stats,
+    )
+
+
+def _log_stats(split_dir: Path, stats: LoadStats) -> None:
+    flawed = stats.non_finite_dropped or stats.unknown_labels
+    log.log(logging.WARNING if flawed else logging.INFO, stats.describe(str(split_dir)))
+
+
+def load_split(
+    split_dir: str | Path, heads: tuple[str, ...] = DEFAULT_HEADS, share: Share | None = None
+) -> Split:
+    """Read one split's shards (with a ``share``: only that block of them).
+
+    With a ``share`` every process reads its block, then all agree on the split's
+    totals: every process ends with the same ``stats`` (shards, rows read and dropped,
+    unknown labels), ``row_counts`` and ``label_counts``; a shard one process cannot
+    read stops every process with that error.
+    """
+    split_dir = Path(split_dir)
+    if share is None:
+        split = _read_shards(split_dir, _shard_paths(split_dir), heads)
+        _log_stats(split_dir, split.stats)
+        return split
+    from nozero_trainer import distributed
+
+    split, error, paths = None, None, []
+    try:
+        paths = _shard_paths(split_dir)
+        if len(paths) < share.processes:
+            raise ValueError(
+                f"{split_dir}: {len(paths)} shard(s) for {share.processes} processes; each "
+                "process reads at least one shard"
+            )
+        split = _read_shards(split_dir, share.of(paths), heads, allow_empty=True)
+    except ValueError as err:
+        error = err
+    distributed.raise_together(f"load/{split_dir.name}", error)
+    _agree(split_dir, split, paths, distributed.exchange(f"stats/{split_dir.name}", _totals(split)))
+    _log_stats(split_dir, split.stats)
+    return split
+
+
+def _totals(split: Split) -> dict:
+    stats = split.stats
+    return {
+        "rows_read": stats.rows_read,
+        "non_strong": stats.non_strong_dropped,
+        "non_finite": stats.non_finite_dropped,
+        "unknown": stats.unknown_labels,
+        "kept": len(split),
+        "width": int(split.cls.shape[1]) if len(split) else None,
+        "label_counts": split.labels.sum(axis=0).tolist(),
+    }
+
+
+def _agree(split_dir: Path, split: Split, paths: list[Path], every: list[dict]) -> None:
+    """Give ``split`` the totals of every process's share (the same on every process)."""
+    widths = {t["width"] for t in every} - {None}
+    if not widths:
+        raise ValueError(f"{split_dir}: the shards hold no rows")
+    if len(widths) > 1:
+        raise ValueError(f"{split_dir}: column 'cls' has widths {sorted(widths)} across shards")
+    if not len(split):
+        split.cls = np.zeros((0, widths.pop()), np.float32)
+    unknown: dict[str, int] = {}
+    for totals in every:
+        for label, count in totals["unknown"].items():
+            unknown[label] = unknown.get(label, 0) + count
+    split.stats = LoadStats(
+        shards=[(p.name, p.stat().st_size) for p in paths],
+        rows_read=sum(t["rows_read"] for t in every),
+        non_strong_dropped=sum(t["non_strong"] for t in every),
+        non_finite_dropped=sum(t["non_finite"] for t in every),
+        unknown_labels=dict(sorted(unknown.items())),
+    )
+    split.row_counts = tuple(t["kept"] for t in every)
+    split.label_counts = np.sum([t["label_counts"] for t in every], axis=0)
+
+
 def load_dataset(
-    data_dir: str | Path, heads: tuple[str, ...] = DEFAULT_HEADS
+    data_dir: str | Path, heads: tuple[str, ...] = DEFAULT_HEADS, share: Share | None = None
 ) -> tuple[Split, Split]:
-    """Load ``train/`` and ``holdout/``; refuse users that appear in both."""
+    """Load ``train/`` (with a ``share``: this process's block) and ``holdout/``.
+
+    Refuses users that appear in both; with a ``share`` every process refuses together,
+    with the overlap of the whole training split.
+    """
     data_dir = Path(data_dir)
     if not data_dir.is_dir():
         raise ValueError(f"{data_dir}: data directory does not exist")
-    train = load_split(data_dir / "train", heads)
+    train = load_split(data_dir / "train", heads, share)
     holdout = load_split(data_dir / "holdout", heads)
-    overlap = np.intersect1d(train.user_id, holdout.user_id)
-    if overlap.size:
+    overlap = np.intersect1d(train.user_id, holdout.user_id).tolist()
+    if share is not None:
+        from nozero_trainer import distributed
+
+        every = distributed.exchange("overlap", {"count": len(overlap), "some": overlap[:5]})
+        overlap_count = sum(o["count"] for o in every)
+        overlap = [u for o in every for u in o["some"]]
+    else:
+        overlap_count = len(overlap)
+    if overlap_count:
         shown = ", ".join(str(u) for u in overlap[:5])
         raise ValueError(
-            f"{data_dir}: {overlap.size} user_id(s) appear in both train and holdout "
+            f"{data_dir}: {overlap_count} user_id(s) appear in both train and holdout "
             f"(e.g. {shown}); a holdout must hold unseen users"
         )
     if train.cls.shape[1] != holdout.cls.shape[1]:

@@ -15,8 +15,10 @@ confirmed states; a sync also checks that the parameters are finite, so an updat
 overflows from a finite loss and gradient (an absurd learning rate) halts too.
 
 The step functions live in :func:`step_functions` and every array reaches the device
-through :func:`place_state`, :func:`place_data` or :func:`place_batch`: the one place
-each to change for sharding.
+through :func:`place_state`, :func:`place_data` or :func:`place_batch`. Given a
+:class:`~nozero_trainer.sharding.Placement`, they make the run data parallel: state and
+constants replicated, each batch split over the mesh's ``data`` axis, so the per-step
+record is global and every process reads the same one.
 """
 
 from __future__ import annotations
@@ -43,6 +45,7 @@ from nozero_trainer.config import TrainConfig
 from nozero_trainer.loss import head_weighting, multilabel_focal_loss
 from nozero_trainer.model import Params, apply_model, init_params, matmul_transposed_grad
 from nozero_trainer.optim import make_optimizer, make_schedule
+from nozero_trainer.sharding import Placement, ShardedRows, gather_to_host, replicate, split_batch
 
 # Per-step values the engine reports (scalars only, so chunks stay cheap to fetch).
 STEP_FIELDS = ("loss", "grad_norm", "focal_mean_weight", "bce", "rce")
@@ -110,30 +113,41 @@ def init_state(config: TrainConfig, in_dim: int, n_heads: int) -> TrainState:
     return TrainState(0, params, make_optimizer(config).init(params))
 
 
-def place_state(state: TrainState) -> Carry:
-    """The state's arrays on the device, as the compiled steps carry them."""
-    return jax.device_put(Carry(state.params, state.opt_state))
+def place_state(state: TrainState, placement: Placement | None = None) -> Carry:
+    """The state's arrays on the device (every device of ``placement``), as carried."""
+    carry = Carry(state.params, state.opt_state)
+    return jax.device_put(carry) if placement is None else replicate(carry, placement)
 
 
-def place_data(tree: Any) -> Any:
-    """Arrays every step reads (the training arrays, head weights) on the device."""
-    return jax.device_put(tree)
+def place_data(tree: Any, placement: Placement | None = None) -> Any:
+    """Arrays every step reads (head weights; unsharded: the training arrays)."""
+    return jax.device_put(tree) if placement is None else replicate(tree, placement)
 
 
-def place_batch(batch: Any) -> Any:
-    """One dispatch's batch on the device."""
-    return jax.device_put(batch)
+def place_batch(batch: Any, placement: Placement | None = None) -> Any:
+    """One dispatch's batch on the device; with ``placement`` split over ``data``."""
+    return jax.device_put(batch) if placement is None else split_batch(batch, placement)
 
 
 def step_functions(
-    key: TrainConfig, optimizer: optax.GradientTransformation | None = None
+    key: TrainConfig,
+    optimizer: optax.GradientTransformation | None = None,
+    placement: Placement | None = None,
 ) -> tuple[Callable[..., Any], Callable[..., Any]]:
     """The training step, on a given batch and on rows gathered from on-device data.
 
     Both return ``(carry, metrics)`` for a guard. ``optimizer`` replaces the config's
     (benchmarks compare others on the same step); the carry's ``opt_state`` is its state.
+    With a ``placement`` the batch is split over its ``data`` axis inside the step, and
+    GSPMD reduces the gradients of the replicated parameters: loss and grad norm are
+    global values.
     """
     optimizer = make_optimizer(key) if optimizer is None else optimizer
+
+    def split(array):
+        if placement is None:
+            return array
+        return jax.lax.with_sharding_constraint(array, placement.batch)
 
     def loss_fn(params, x, y, weights, mask):
         return multilabel_focal_loss(
@@ -148,7 +162,7 @@ def step_functions(
         )
 
     def step(carry: Carry, batch, weights, mask):
-        x, y = batch
+        x, y = (split(part) for part in batch)
         (loss, stats), grads = jax.value_and_grad(loss_fn, has_aux=True)(
             carry.params, x, y, weights, mask
         )
@@ -181,9 +195,9 @@ def _params(carry: Carry) -> Params:
 
 
 @functools.lru_cache(maxsize=16)
-def _compiled(key: TrainConfig) -> _Compiled:
+def _compiled(key: TrainConfig, placement: Placement | None = None) -> _Compiled:
     """Guarded step functions for one compile key; cached so every run reuses them."""
-    step, rows_step = (TraceCounter(fn) for fn in step_functions(key))
+    step, rows_step = (TraceCounter(fn) for fn in step_functions(key, placement=placement))
     _counters.extend((step, rows_step))
     return _Compiled(
         on_batches=Guard(step, check=_params),
@@ -236,6 +250,7 @@ def _train(
     on_sync: Callable[[TrainState], None] | None,
     on_history: Callable[[int, dict[str, np.ndarray]], None] | None,
     guard_on: bool,
+    placement: Placement | None = None,
 ) -> TrainResult:
     """The engine both entry points share: run ``guard`` and report in the loop's types."""
 
@@ -244,7 +259,7 @@ def _train(
             on_sync(TrainState(step, carry.params, carry.opt_state))
 
     result: GuardResult = guard.run(
-        place_state(state),
+        place_state(state, placement),
         batches,
         start_step=state.step,
         operands=operands,
@@ -267,9 +282,14 @@ def _no_steps() -> dict[str, np.ndarray]:
 
 
 def _halt_context(
-    config: TrainConfig, halted: StepContext, batch: dict[str, np.ndarray], rows: np.ndarray | None
+    config: TrainConfig,
+    halted: StepContext,
+    batch: dict[str, np.ndarray],
+    rows: np.ndarray | None,
+    on_host: bool = False,
 ) -> HaltContext:
-    before: Carry = halted.state
+    """``on_host``: the state as host copies (sharded: the same on every process)."""
+    before: Carry = jax.device_get(halted.state) if on_host else halted.state
     return HaltContext(
         step=halted.step,
         loss=halted.loss,
@@ -294,34 +314,51 @@ def train_arrays(
     on_sync: Callable[[TrainState], None] | None = None,
     on_history: Callable[[int, dict[str, np.ndarray]], None] | None = None,
     guard: bool = True,
+    placement: Placement | None = None,
+    row_counts: list[int] | None = None,
 ) -> TrainResult:
     """Train on in-memory arrays (the fast path) from ``state`` (default: step 0).
 
     The data goes to the device once; each dispatch runs ``chunk_steps`` steps in a
     ``lax.scan`` that gathers its batches on the device from host-computed row indices.
     ``on_history(first_step, values)`` receives the per-step values at each sync.
+
+    With a ``placement`` the run is data parallel over its mesh: ``cls`` and ``labels``
+    are this process's share of the rows, ``row_counts`` every process's row count
+    (default: this process holds every row), and ``batch_size`` is the global batch.
     """
-    n_rows, in_dim = cls.shape
-    n_heads = labels.shape[1]
+    sharded = None
+    if placement is not None:
+        sharded = ShardedRows(cls, labels, placement, row_counts or [len(cls)])
+    n_rows = len(cls) if sharded is None else sharded.n_rows
+    in_dim, n_heads = cls.shape[1], labels.shape[1]
     if not 0 < config.batch_size <= n_rows:
         raise ValueError(f"batch_size ({config.batch_size}) must be in [1, {n_rows}] rows")
     state = init_state(config, in_dim, n_heads) if state is None else state
-    operands = place_data((cls, labels, *_head_setup(n_heads, head_weights, head_mask)))
+    heads = _head_setup(n_heads, head_weights, head_mask)
+    if sharded is None:
+        operands = place_data((cls, labels, *heads))
+    else:
+        operands = (sharded.data_x, sharded.data_y, *place_data(heads, placement))
 
-    def chunks() -> Iterator[np.ndarray]:
+    def chunks() -> Iterator[Any]:
         for first, length in _segments(
             state.step, config.steps, config.chunk_steps, config.sync_every
         ):
             rows = np.stack([batch_rows(config, s, n_rows) for s in range(first, first + length)])
-            yield place_batch(rows)
+            yield place_batch(rows) if sharded is None else sharded.indices(rows)
 
     def context(halted: StepContext) -> HaltContext:
-        rows = np.asarray(halted.batch)
-        batch = {"cls": np.asarray(cls[rows]), "labels": np.asarray(labels[rows])}
-        return _halt_context(config, halted, batch, rows)
+        rows = batch_rows(config, halted.step, n_rows)
+        if sharded is None:
+            batch = {"cls": np.asarray(cls[rows]), "labels": np.asarray(labels[rows])}
+        else:  # gathered from every process's rows; host copies, the same everywhere
+            x, y = sharded.host_batch(rows)
+            batch = {"cls": x, "labels": y}
+        return _halt_context(config, halted, batch, rows, on_host=sharded is not None)
 
     return _train(
-        _compiled(config.compile_key()).on_arrays,
+        _compiled(config.compile_key(), placement).on_arrays,
         config,
         state,
         chunks(),
@@ -330,6 +367,7 @@ def train_arrays(
         on_sync,
         on_history,
         guard,
+        placement,
     )
 
 
@@ -361,6 +399,7 @@ def train_on_batches(
     on_sync: Callable[[TrainState], None] | None = None,
     on_history: Callable[[int, dict[str, np.ndarray]], None] | None = None,
     guard: bool = True,
+    placement: Placement | None = None,
 ) -> TrainResult:
     """One optimizer step per batch ``{"cls": [B, D], "labels": [B, H]}``, in order.
 
@@ -373,18 +412,19 @@ def train_on_batches(
     weights, mask = head_weighting(
         config.class_weighting, class_counts, n_rows, n_heads, config.mask_zero_positive_heads
     )
-    operands = place_data(_head_setup(n_heads, weights, mask))
+    operands = place_data(_head_setup(n_heads, weights, mask), placement)
 
     def checked() -> Iterator[tuple[np.ndarray, np.ndarray]]:
         for step, batch in enumerate(batches, start=state.step):
-            yield place_batch(_check_batch(step, batch, in_dim, n_heads))
+            yield place_batch(_check_batch(step, batch, in_dim, n_heads), placement)
 
     def context(halted: StepContext) -> HaltContext:
-        x, y = halted.batch
-        return _halt_context(config, halted, {"cls": np.asarray(x), "labels": np.asarray(y)}, None)
+        x, y = gather_to_host(halted.batch)
+        batch = {"cls": x, "labels": y}
+        return _halt_context(config, halted, batch, None, on_host=placement is not None)
 
     return _train(
-        _compiled(config.compile_key()).on_batches,
+        _compiled(config.compile_key(), placement).on_batches,
         config,
         state,
         checked(),
@@ -393,4 +433,5 @@ def train_on_batches(
         on_sync,
         on_history,
         guard,
+        placement,
     )

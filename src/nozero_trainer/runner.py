@@ -10,6 +10,11 @@ The run directory holds
 
 Checkpoints are written from the loop's ``on_sync`` hook, which only ever sees states whose
 every step the guard confirmed finite, so no checkpoint can hold a non-finite update.
+
+The run is data parallel over every device JAX sees (``--batch-size`` is the global
+batch). In a multi-process run every process reads its share of the training shards and
+makes the same calls in the same order; process 0 alone writes the run directory, each
+checkpoint once every process has confirmed its sync.
 """
 
 from __future__ import annotations
@@ -17,14 +22,16 @@ from __future__ import annotations
 import dataclasses
 import logging
 import math
+import os
 import sys
 from pathlib import Path
 from typing import IO, Any
 
+import jax
 import numpy as np
 
 from nozero import NonFiniteError
-from nozero_trainer import loop
+from nozero_trainer import distributed, loop
 from nozero_trainer.checkpoint import (
     latest_checkpoint,
     load_checkpoint,
@@ -33,15 +40,17 @@ from nozero_trainer.checkpoint import (
     save_checkpoint,
 )
 from nozero_trainer.config import (
+    Problem,
     RunOptions,
     SettingsError,
     TrainConfig,
     check_data,
     check_settings,
 )
-from nozero_trainer.data import Split, load_dataset
+from nozero_trainer.data import Share, Split, load_dataset
 from nozero_trainer.evaluation import Evaluation, evaluate, predict
 from nozero_trainer.loss import head_weighting
+from nozero_trainer.model import apply_model
 from nozero_trainer.optim import make_optimizer, make_schedule
 from nozero_trainer.postmortem import (
     repeat_step,
@@ -53,6 +62,7 @@ from nozero_trainer.progress import Progress
 from nozero_trainer.run_config import MODEL_SETTINGS, config_differences, run_configuration
 from nozero_trainer.runlog import METRICS, MetricsLog, write_status
 from nozero_trainer.scores import write_holdout_scores
+from nozero_trainer.sharding import Placement, batch_holders, check_global_batch, data_placement
 
 log = logging.getLogger("nozero_trainer")
 
@@ -136,6 +146,7 @@ def _write_postmortem(
     weights: np.ndarray,
     mask: np.ndarray,
     restarts: int,
+    placement: Placement,
 ) -> Path:
     """Replay the halted step on the host and keep everything needed to investigate it."""
     context = err.context
@@ -166,8 +177,23 @@ def _write_postmortem(
         extra={
             "head_weights": np.asarray(weights).tolist(),
             "head_mask": np.asarray(mask).tolist(),
+            "holders": _holders(context, rows, placement),
         },
     )
+
+
+def _holders(context: Any, rows: np.ndarray | None, placement: Placement) -> dict[str, Any]:
+    """Where the halted batch's rows were: poisoned = non-finite inputs or outputs."""
+    cls = np.asarray(context.batch["cls"])
+    with jax.default_device(jax.local_devices()[0]):
+        outputs = np.asarray(apply_model(context.params, cls))
+    poisoned = ~np.isfinite(cls).all(axis=1) | ~np.isfinite(outputs).all(axis=1)
+    return batch_holders(poisoned, rows, placement)
+
+
+def _on_host(params: Any) -> Any:
+    """Host copies of (replicated) parameters, for host-side work on one local device."""
+    return jax.device_get(params)
 
 
 class _Run:
@@ -182,7 +208,10 @@ class _Run:
         options: RunOptions,
         metrics: MetricsLog,
         stream: IO[str],
+        placement: Placement,
     ) -> None:
+        self.placement = placement
+        self.writer = distributed.process_index() == 0  # the one process writing files
         self.config, self.out_dir, self.holdout = config, out_dir, holdout
         self.run_config, self.options, self.metrics, self.stream = (
             run_config,
@@ -192,6 +221,10 @@ class _Run:
         )
         self.restarts, self.lr_scale = 0, 1.0
         self.last_eval: tuple[int, Evaluation] | None = None
+
+    def write_status(self, status: dict[str, Any]) -> None:
+        if self.writer:
+            write_status(self.out_dir, status)
 
     def loop_config(self) -> TrainConfig:
         """The config the loop runs: the LR scaled after restarts, syncs on evaluations."""
@@ -243,19 +276,23 @@ class _Run:
         eval_every = self.config.eval_every
         if state.step == self.config.steps or (eval_every > 0 and state.step % eval_every == 0):
             self.evaluate(state)
+            # Every process has confirmed this sync before the one writer saves it.
+            distributed.barrier("checkpoint")
+            if not self.writer:
+                return
             # The loop's sync already refused non-finite parameters, and save_checkpoint
             # refuses them again as the last line of defence.
             save_checkpoint(
                 self.out_dir,
                 state.step,
-                state.params,
-                state.opt_state,
+                *_on_host((state.params, state.opt_state)),
                 self.run_config,
                 state={"lr_scale": self.lr_scale, "restarts": self.restarts},
             )
 
     def evaluate(self, state: loop.TrainState) -> Evaluation:
-        evaluation = evaluate(state.params, self.holdout)
+        with jax.default_device(jax.local_devices()[0]):
+            evaluation = evaluate(_on_host(state.params), self.holdout)
         self.last_eval = (state.step, evaluation)
         event = {
             "event": "eval",
@@ -275,9 +312,17 @@ class _Run:
     def halted(self, err: NonFiniteError, weights: np.ndarray, mask: np.ndarray) -> _Start:
         """Keep a post-mortem; return where to restart from, or re-raise when out of restarts."""
         try:
-            bundle: Path | None = _write_postmortem(
-                self.out_dir, err, self.run_config, weights, mask, self.restarts
-            )
+            bundle: Path | None = None
+            if self.writer:
+                bundle = _write_postmortem(
+                    self.out_dir,
+                    err,
+                    self.run_config,
+                    weights,
+                    mask,
+                    self.restarts,
+                    self.placement,
+                )
         except Exception as failure:  # the halt itself must still be reported as documented
             log.error("could not write the post-mortem bundle: %r", failure)
             bundle = None
@@ -295,8 +340,7 @@ class _Run:
         )
         if self.options.on_nonfinite != "restart" or self.restarts >= self.options.max_restarts:
             err.postmortem = bundle
-            write_status(
-                self.out_dir,
+            self.write_status(
                 {
                     "status": "halted",
                     "step": err.step,
@@ -308,6 +352,7 @@ class _Run:
                     "config": self.run_config,
                 },
             )
+            distributed.barrier("halt")  # no process leaves before process 0 has written
             raise err
         self.restarts += 1
         self.lr_scale *= 0.5
@@ -358,11 +403,20 @@ def run_training(
     problems = check_settings(config) + options.problems()
     if problems:
         raise SettingsError(problems)
+    joined = distributed.initialize(
+        distributed.settings_from(options.coordinator, options.num_processes, options.process_id)
+    )
+    placement = data_placement()
+    try:
+        check_global_batch(config.batch_size, placement)
+    except ValueError as err:
+        raise SettingsError([Problem("batch_size", str(err))]) from None
     if not options.resume and latest_checkpoint(out_dir) is not None:
         _refuse_existing_run(out_dir)
-    train, holdout = load_dataset(data_dir, config.heads)
-    label_counts = train.labels.sum(axis=0)
-    masked, problems = check_data(config, len(train), label_counts.tolist())
+    share = Share(jax.process_index(), jax.process_count()) if joined else None
+    train, holdout = load_dataset(data_dir, config.heads, share)
+    label_counts = train.global_label_counts()
+    masked, problems = check_data(config, train.global_rows, label_counts.tolist())
     if problems:
         raise SettingsError(problems)
     if masked:
@@ -373,7 +427,7 @@ def run_training(
     weights, mask = head_weighting(
         config.class_weighting,
         label_counts,
-        len(train),
+        train.global_rows,
         len(config.heads),
         config.mask_zero_positive_heads,
     )
@@ -381,12 +435,15 @@ def run_training(
     start = _resume_point(out_dir, config, run_config, options.resume, stream)
     resumed_from = start.state.step if start.state is not None else None
 
-    out_dir.mkdir(parents=True, exist_ok=True)
-    write_status(out_dir, {"status": "running", "config": run_config})
-    with MetricsLog(out_dir / METRICS, append=resumed_from is not None) as metrics:
+    writer = distributed.process_index() == 0
+    if writer:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        write_status(out_dir, {"status": "running", "config": run_config})
+    log_path = out_dir / METRICS if writer else Path(os.devnull)
+    with MetricsLog(log_path, append=writer and resumed_from is not None) as metrics:
         if resumed_from is not None:
             metrics.write({"event": "resume", "step": resumed_from})
-        run = _Run(config, out_dir, holdout, run_config, options, metrics, stream)
+        run = _Run(config, out_dir, holdout, run_config, options, metrics, stream, placement)
         run.restarts, run.lr_scale = start.restarts, start.lr_scale
         while True:
             loop_config = run.loop_config()
@@ -401,6 +458,8 @@ def run_training(
                     state=start.state,
                     on_sync=run.on_sync,
                     on_history=run.on_history,
+                    placement=placement,
+                    row_counts=train.row_counts,
                 )
                 break
             except NonFiniteError as err:
@@ -411,10 +470,10 @@ def run_training(
         evaluation = run.last_eval[1]
 
     scores_path = None
-    if options.holdout_scores_out is not None:
-        scores_path = write_holdout_scores(
-            options.holdout_scores_out, holdout, predict(state.params, holdout.cls)
-        )
+    if options.holdout_scores_out is not None and writer:
+        with jax.default_device(jax.local_devices()[0]):
+            scores = predict(_on_host(state.params), holdout.cls)
+        scores_path = write_holdout_scores(options.holdout_scores_out, holdout, scores)
     finished = {
         "status": "finished",
         "step": state.step,
@@ -426,5 +485,7 @@ def run_training(
     }
     if evaluation.undefined():
         finished["pr_auc_undefined"] = evaluation.undefined()
-    write_status(out_dir, finished)
+    if writer:
+        write_status(out_dir, finished)
+    distributed.barrier("finished")  # no process leaves before process 0 has written
     return RunSummary(out_dir, state, evaluation, masked, run.restarts, resumed_from, scores_path)
