@@ -165,8 +165,9 @@ def render(results: list[dict], rounds: int) -> str:
     for r in results:
         for name, s in r["contenders"].items():
             lines.append(
-                f"| {r['config']} | {name} | {s['steps_per_s']:.1f} | "
-                f"{s['ratio']:.3f}x | {s['ratio_min']:.3f}–{s['ratio_max']:.3f} |"
+                f"| {r['config']} | {name} | {s['steps_per_s']:.1f} | {s['ratio']:.3f}x | "
+                f"{s['ratio_min']:.2f}–{s['ratio_max']:.2f} | {s['cpu_ratio']:.3f}x | "
+                f"{s['cpu_min']:.2f}–{s['cpu_max']:.2f} |"
             )
     return "\n".join(lines)
 

@@ -207,6 +207,7 @@ class _Run:
         self.window: list[_Dispatch] = []  # dispatches since the last confirmed state
         self.pending: list[jax.Array] = []
         self.state_finite: jax.Array | None = None
+        self.in_flight: _InFlight | None = None  # a sync whose values are on their way
         self.done: list[dict[str, np.ndarray]] = []
 
     def dispatch(self, batch: Any) -> None:
@@ -226,14 +227,22 @@ class _Run:
         self.window.append(_Dispatch(self.step, steps, batch, self.multi))
         self.pending.append(record)
         self.step += steps
+        # The previous sync's values were copied while this dispatch was being enqueued:
+        # read now, they cost no wait for the device, which is busy with this one.
+        self._settle()
         if self.step // self.sync_every > self.synced // self.sync_every:
-            self.sync()
+            self._launch()
 
     def sync(self) -> None:
-        """Read every pending record in one transfer; halt on a bad step, else confirm."""
+        """Read everything not yet checked, waiting for the device; halt or confirm."""
+        self._settle()
+        self._launch()
+        self._settle()
+
+    def _launch(self) -> None:
+        """Start copying the pending records (and the state's checks) to the host."""
         if not self.pending:
             return
-        fields = self.guard.fields
         finite: Any = True
         optax_records: list[Any] = []
         if self.enforce:
@@ -241,14 +250,25 @@ class _Run:
             if finite is None:
                 finite = self.guard._state_finite(self.state)
             optax_records = find_records(self.state)
+        payload = (self.pending, finite, optax_records)
+        for leaf in jax.tree.leaves(payload):
+            if isinstance(leaf, jax.Array):
+                leaf.copy_to_host_async()
+        self.in_flight = _InFlight(payload, self.state, self.step, len(self.window))
+        self.pending = []
+
+    def _settle(self) -> None:
+        """Check a launched sync in one transfer: halt on a bad step, else confirm its state."""
+        sync, self.in_flight = self.in_flight, None
+        if sync is None:
+            return
         try:
-            records, finite, optax_records = jax.device_get((self.pending, finite, optax_records))
+            records, finite, optax_records = jax.device_get(sync.payload)
         except Exception as err:
             self._locate(err)
-        self.pending = []
-        values = columns(records, fields)
+        values = columns(records, self.guard.fields)
         if self.enforce:
-            bad = _earliest(first_bad(values), self._optax_bad(optax_records))
+            bad = _earliest(first_bad(values), self._optax_bad(optax_records, sync.step))
             if bad is not None:
                 self._halt(self.synced + bad, values)
             if not bool(finite):
@@ -256,20 +276,20 @@ class _Run:
                 # overflowed. Replaying every step finds the one that did.
                 self._halt(None, values)
         self._record(values)
-        self.synced = self.step
-        self.confirmed = self.state
-        self.window = []
+        self.synced = sync.step
+        self.confirmed = sync.state
+        self.window = self.window[sync.window_length :]
         if self.on_sync is not None:
-            self.on_sync(self.step, self.confirmed)
+            self.on_sync(self.synced, self.confirmed)
 
-    def _optax_bad(self, optax_records: list[Any]) -> int | None:
+    def _optax_bad(self, optax_records: list[Any], at_step: int) -> int | None:
         """The earliest step since the last sync that a ``record_nonfinite`` flagged."""
         firsts = []
         for record in optax_records:
             first = int(record.first_step)
             if first >= 0:
-                # The record counts its own updates; its count now is this step.
-                firsts.append(first - int(record.count) + self.step - self.synced)
+                # The record counts its own updates; its count then was ``at_step``.
+                firsts.append(first - int(record.count) + at_step - self.synced)
         valid = [f for f in firsts if f >= 0]
         return min(valid) if valid else None
 
@@ -374,6 +394,13 @@ class _Run:
         raise self._error(found.step, found.loss, found.grad_norm, found.before) from (
             found.failure or err
         )
+
+
+class _InFlight(NamedTuple):
+    payload: Any  # (records, state finite, optax records), being copied to the host
+    state: Any  # the state the sync confirms if every check passes
+    step: int
+    window_length: int  # dispatches up to the sync
 
 
 class _Found(NamedTuple):
