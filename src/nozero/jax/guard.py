@@ -3,18 +3,20 @@
 Each dispatch (one step, or k steps of a multi-step function) returns, beside the new
 state, a small per-step record (:mod:`nozero.jax.record`) that stays on the device. At
 sync points (every ``sync_every`` steps and at the end) the host fetches the records
-since the last sync in one transfer and checks every step. A clean sync confirms its
-state: only confirmed states reach ``on_sync`` (and so checkpoints) and the result. A
-first non-finite step k discards everything computed since the last confirmed state,
-rebuilds the state from before step k by replaying the steps from it (the batches since
-that sync are kept, as references), and raises :class:`GuardHalt` at step k.
+since the last sync in one transfer and checks every step. The copy starts at the sync
+point and is read once the next dispatch is enqueued, so the device never waits for
+the host (``on_sync`` comes a dispatch later, with the same state). A clean sync
+confirms its state: only confirmed states reach ``on_sync`` (and so checkpoints) and the
+result. A first non-finite step k discards everything computed since the last
+confirmed state, rebuilds the state from before step k by replaying the steps from it
+(the batches since that sync are kept, as references), and raises :class:`GuardHalt`.
 
-An update can overflow although its step's loss and gradient were finite (an absurd
-learning rate): a sync also checks that the state's floating-point values are finite, and
-halts at the sync's last step if not (a ``record_nonfinite`` transformation in the
-optimizer locates such an update at its exact step). A checkify, ``eqx.error_if`` or
-``jax.debug.callback`` failure is located the same way: replaying one step at a time from
-the confirmed state finds the step that raises.
+The replay checks each step on its way, its update included: an update that overflows
+although its loss and gradient were finite (an absurd learning rate) halts at its own
+step, found when a later loss or the sync's check of the state is non-finite. A
+``record_nonfinite`` transformation in the optimizer is read at each sync as well. A
+checkify, ``eqx.error_if`` or ``jax.debug.callback`` failure is located the same way:
+the replay finds the step that raises.
 """
 
 from __future__ import annotations
