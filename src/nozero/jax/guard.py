@@ -210,6 +210,7 @@ class _Run:
         self.pending: list[jax.Array] = []
         self.state_finite: jax.Array | None = None
         self.in_flight: _InFlight | None = None  # a sync whose values are on their way
+        self.synced_or_launched = start
         self.done: list[dict[str, np.ndarray]] = []
 
     def dispatch(self, batch: Any) -> None:
@@ -229,10 +230,10 @@ class _Run:
         self.window.append(_Dispatch(self.step, steps, batch, self.multi))
         self.pending.append(record)
         self.step += steps
-        # The previous sync's values were copied while this dispatch was being enqueued:
-        # read now, they cost no wait for the device, which is busy with this one.
-        self._settle()
-        if self.step // self.sync_every > self.synced // self.sync_every:
+        if self.step // self.sync_every > self.synced_or_launched // self.sync_every:
+            # The previous sync's values were copied while the steps since were queued:
+            # reading them now leaves those steps to keep the device busy meanwhile.
+            self._settle()
             self._launch()
 
     def sync(self) -> None:
@@ -257,6 +258,7 @@ class _Run:
             if isinstance(leaf, jax.Array):
                 leaf.copy_to_host_async()
         self.in_flight = _InFlight(payload, self.state, self.step, len(self.window))
+        self.synced_or_launched = self.step
         self.pending = []
 
     def _settle(self) -> None:
