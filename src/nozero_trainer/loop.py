@@ -320,17 +320,8 @@ def train_arrays(
         batch = {"cls": np.asarray(cls[rows]), "labels": np.asarray(labels[rows])}
         return _halt_context(config, halted, batch, rows)
 
-    return _train(
-        _compiled(config.compile_key()).on_arrays,
-        config,
-        state,
-        chunks(),
-        operands,
-        context,
-        on_sync,
-        on_history,
-        guard,
-    )
+    engine = _compiled(config.compile_key()).on_arrays
+    return _train(engine, config, state, chunks(), operands, context, on_sync, on_history, guard)
 
 
 def _check_batch(step: int, batch: Mapping[str, Any], in_dim: int, n_heads: int):
@@ -383,14 +374,5 @@ def train_on_batches(
         x, y = halted.batch
         return _halt_context(config, halted, {"cls": np.asarray(x), "labels": np.asarray(y)}, None)
 
-    return _train(
-        _compiled(config.compile_key()).on_batches,
-        config,
-        state,
-        checked(),
-        operands,
-        context,
-        on_sync,
-        on_history,
-        guard,
-    )
+    engine = _compiled(config.compile_key()).on_batches
+    return _train(engine, config, state, checked(), operands, context, on_sync, on_history, guard)
