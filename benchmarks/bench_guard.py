@@ -5,6 +5,7 @@ Not a test. One run measures, side by side, on the reference trainer's shipped c
 model, loss and optimizer, data on the device, batches gathered from row indices:
 
 - no guard: a ``lax.scan`` of 50 steps per dispatch, nothing read before the end;
+- the same, reading the steps' metrics every 100 steps (what any sync point costs);
 - the guard: ``nozero.jax.Guard`` over the same scan, synced every 100 steps;
 - a per-step ``float(loss)`` check (the common way): one jitted step per dispatch, its
   loss and gradient norm read on the host after every step;
@@ -53,6 +54,7 @@ CONFIGS = {
 }
 CONTENDERS = (
     "no guard",
+    "no guard, metrics read every 100 steps",
     "guard",
     "float(loss) per step",
     "checkify NaN checks",
@@ -86,6 +88,17 @@ def contenders(config: TrainConfig, steps: int, data: tuple) -> dict[str, Callab
             c, _ = plain_scan(c, chunk, *data)
         jax.block_until_ready(c)
 
+    def read_at_syncs() -> None:
+        # What any check at sync points pays: the host reads the steps' metrics.
+        c, metrics = carry, []
+        for i, chunk in enumerate(chunks, start=1):
+            c, m = plain_scan(c, chunk, *data)
+            metrics.append(m)
+            if i * CHUNK % SYNC == 0 or i == len(chunks):
+                jax.device_get(metrics)
+                metrics = []
+        jax.block_until_ready(c)
+
     def guarded() -> None:
         jax.block_until_ready(guard.run(carry, chunks, operands=data, sync_every=SYNC).state)
 
@@ -112,7 +125,7 @@ def contenders(config: TrainConfig, steps: int, data: tuple) -> dict[str, Callab
     return dict(
         zip(
             CONTENDERS,
-            (no_guard, guarded, float_per_step, with_checkify, apply_if_finite),
+            (no_guard, read_at_syncs, guarded, float_per_step, with_checkify, apply_if_finite),
             strict=True,
         )
     )
@@ -165,8 +178,9 @@ def render(results: list[dict], rounds: int) -> str:
     for r in results:
         for name, s in r["contenders"].items():
             lines.append(
-                f"| {r['config']} | {name} | {s['steps_per_s']:.1f} | "
-                f"{s['ratio']:.3f}x | {s['ratio_min']:.3f}–{s['ratio_max']:.3f} |"
+                f"| {r['config']} | {name} | {s['steps_per_s']:.1f} | {s['ratio']:.3f}x | "
+                f"{s['ratio_min']:.2f}–{s['ratio_max']:.2f} | {s['cpu_ratio']:.3f}x | "
+                f"{s['cpu_min']:.2f}–{s['cpu_max']:.2f} |"
             )
     return "\n".join(lines)
 

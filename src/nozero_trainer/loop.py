@@ -357,17 +357,9 @@ def train_arrays(
             batch = {"cls": x, "labels": y}
         return _halt_context(config, halted, batch, rows, on_host=sharded is not None)
 
+    engine = _compiled(config.compile_key(), placement).on_arrays
     return _train(
-        _compiled(config.compile_key(), placement).on_arrays,
-        config,
-        state,
-        chunks(),
-        operands,
-        context,
-        on_sync,
-        on_history,
-        guard,
-        placement,
+        engine, config, state, chunks(), operands, context, on_sync, on_history, guard, placement
     )
 
 
@@ -423,15 +415,7 @@ def train_on_batches(
         batch = {"cls": x, "labels": y}
         return _halt_context(config, halted, batch, None, on_host=placement is not None)
 
+    engine = _compiled(config.compile_key(), placement).on_batches
     return _train(
-        _compiled(config.compile_key(), placement).on_batches,
-        config,
-        state,
-        checked(),
-        operands,
-        context,
-        on_sync,
-        on_history,
-        guard,
-        placement,
+        engine, config, state, checked(), operands, context, on_sync, on_history, guard, placement
     )

@@ -13,9 +13,7 @@ Params = list[dict[str, jax.Array]]
 _init_weight = jax.nn.initializers.lecun_normal()
 
 
-def init_params(
-    key: jax.Array, in_dim: int, hidden_dims: Sequence[int], n_heads: int
-) -> Params:
+def init_params(key: jax.Array, in_dim: int, hidden_dims: Sequence[int], n_heads: int) -> Params:
     """Seeded truncated-normal weights and zero biases, one dict per layer."""
     widths = [in_dim, *hidden_dims, n_heads]
     keys = jax.random.split(key, len(widths) - 1)

@@ -25,9 +25,7 @@ BAD = (
 
 def test_finding_fields_and_positions():
     [finding] = lint_source(BAD.format(""), "pkg/train.py")
-    assert finding == Finding(
-        "pkg/train.py", 4, 13, "NZ101", finding.message, end_line=4
-    )
+    assert finding == Finding("pkg/train.py", 4, 13, "NZ101", finding.message, end_line=4)
     assert finding.message.startswith("nan_to_num on training signal")
 
 
@@ -50,8 +48,7 @@ def test_end_line_is_the_statements_last_line():
 )
 def test_syntax_error_is_a_finding(source, line, col, words, shortcuts):
     [finding] = lint_source(source, "bad.py", shortcuts=shortcuts)
-    assert (finding.path, finding.line, finding.col, finding.code) == ("bad.py", line, col,
-                                                                       "NZ001")
+    assert (finding.path, finding.line, finding.col, finding.code) == ("bad.py", line, col, "NZ001")
     assert words in finding.message
 
 
@@ -121,9 +118,7 @@ def test_require_reason():
     # without the option, a bare noqa suppresses as usual
     assert lint_source(bare) == []
     # deselecting NZ002 keeps the finding unsuppressed but quiet about the comment
-    assert [f.code for f in lint_source(bare, require_reason=True, select={"NZ101"})] == [
-        "NZ101"
-    ]
+    assert [f.code for f in lint_source(bare, require_reason=True, select={"NZ101"})] == ["NZ101"]
 
 
 def test_require_reason_reports_reasonless_nozero_noqa_without_a_finding():
@@ -178,8 +173,9 @@ def test_a_file_without_triggers_is_not_parsed_for_rules():
     assert not prefilter.could_hold_finding("import numpy as np\nx = np.mean(a)\n")
     assert prefilter.could_hold_finding("y = g != g\n")
     assert not prefilter.could_hold_finding("y = g != gx\n")
-    assert prefilter.could_hold_finding("try:\n    f()\nexcept RuntimeError as e:\n"
-                                        "    if 'nan' in str(e): pass\n")
+    assert prefilter.could_hold_finding(
+        "try:\n    f()\nexcept RuntimeError as e:\n    if 'nan' in str(e): pass\n"
+    )
 
 
 # Statements from every rule's examples, to compose into programs below.
@@ -211,11 +207,17 @@ def programs(draw: st.DrawFn) -> str:
         elif where == "function":
             parts.append(f"def f{index}(grads, loss, params):\n" + _indent(snippet, 1))
         elif where == "method":
-            parts.append(f"class C{index}:\n    @staticmethod\n    def m(grads, loss):\n"
-                         + _indent(snippet, 2) + "    x = 1; y = 2\n")
+            parts.append(
+                f"class C{index}:\n    @staticmethod\n    def m(grads, loss):\n"
+                + _indent(snippet, 2)
+                + "    x = 1; y = 2\n"
+            )
         elif where == "nested":
-            parts.append(f"def outer{index}(loss):\n    ok = loss\n    def inner(grads):\n"
-                         + _indent(snippet, 2) + "    return inner\n")
+            parts.append(
+                f"def outer{index}(loss):\n    ok = loss\n    def inner(grads):\n"
+                + _indent(snippet, 2)
+                + "    return inner\n"
+            )
         else:
             parts.append("for batch in loader:\n    loss = step(batch)\n" + _indent(snippet, 1))
     return "\n".join(parts)

@@ -27,8 +27,12 @@ def test_collect_aliases_and_resolve():
     )
     aliases = collect_aliases(tree)
     assert aliases == {
-        "xp": "jax.numpy", "numpy": "numpy", "torch": "torch",
-        "scrub": "torch.nan_to_num", "ox": "optax", "lax": "jax.lax",
+        "xp": "jax.numpy",
+        "numpy": "numpy",
+        "torch": "torch",
+        "scrub": "torch.nan_to_num",
+        "ox": "optax",
+        "lax": "jax.lax",
     }
     assert resolve("xp.nan_to_num", aliases) == "jax.numpy.nan_to_num"
     assert resolve("scrub", aliases) == "torch.nan_to_num"
@@ -44,12 +48,18 @@ def test_collect_aliases_and_resolve():
         ("from numpy import nan_to_num\nloss = nan_to_num(loss)\n", ["NZ101"]),
         ("import optax as ox\ntx = ox.apply_if_finite(ox.adam(1e-3), 3)\n", ["NZ401"]),
         ("from optax import zero_nans as zn\ntx = zn()\n", ["NZ402"]),
-        ("import tensorflow as tf\ng = tf.where(tf.math.is_nan(g), tf.zeros_like(g), g)\n",
-         ["NZ103"]),
-        ("from jax.numpy import isnan as bad, where as pick\ngrads = pick(bad(grads), 0., grads)\n",
-         ["NZ103"]),
-        ("from nozero import NonFiniteError as Halt\ntry:\n    fit()\nexcept Halt:\n    pass\n",
-         ["NZ301"]),
+        (
+            "import tensorflow as tf\ng = tf.where(tf.math.is_nan(g), tf.zeros_like(g), g)\n",
+            ["NZ103"],
+        ),
+        (
+            "from jax.numpy import isnan as bad, where as pick\ngrads = pick(bad(grads), 0., grads)\n",
+            ["NZ103"],
+        ),
+        (
+            "from nozero import NonFiniteError as Halt\ntry:\n    fit()\nexcept Halt:\n    pass\n",
+            ["NZ301"],
+        ),
         ("def f():\n    import jax.numpy as jnp\n    return jnp.nan_to_num(grads)\n", ["NZ101"]),
     ],
 )
@@ -69,7 +79,7 @@ def test_an_unrelated_function_of_the_same_module_is_not_a_trigger():
         "# grads = jnp.nan_to_num(grads)\nx = 1\n",
         "'''grads = jnp.nan_to_num(grads)'''\n",
         "message = 'optax.apply_if_finite(opt, 3) hides NaN'\n",
-        "def f(grads):\n    \"\"\"Never write ``if torch.isnan(loss): continue``.\"\"\"\n"
+        'def f(grads):\n    """Never write ``if torch.isnan(loss): continue``."""\n'
         "    return grads\n",
         "note = 'grads[grads != grads] = 0'  # grads != grads\n",
         "x = f'{grads} nan_to_num(grads)'\n",

@@ -18,21 +18,31 @@ HEADS = 8
 
 def small_config(**overrides) -> TrainConfig:
     """A tiny but complete config: shapes small and fixed so compiles are shared."""
-    settings = dict(steps=12, batch_size=8, warmup_steps=2, hidden_dims=(16,),
-                    chunk_steps=4, sync_every=4, eval_every=0, peak_lr=1e-2)
+    settings = dict(
+        steps=12,
+        batch_size=8,
+        warmup_steps=2,
+        hidden_dims=(16,),
+        chunk_steps=4,
+        sync_every=4,
+        eval_every=0,
+        peak_lr=1e-2,
+    )
     settings.update(overrides)
     return TrainConfig(**settings)
 
 
 def write_shard(path: Path, rows: list[dict], *, schema: pa.Schema | None = None) -> Path:
     """Write ``rows`` (dicts of the five columns) as one real parquet shard."""
-    schema = schema or pa.schema([
-        ("user_id", pa.int64()),
-        ("cls", pa.list_(pa.float32())),
-        ("labels", pa.list_(pa.string())),
-        ("label_source", pa.string()),
-        ("label_strength", pa.string()),
-    ])
+    schema = schema or pa.schema(
+        [
+            ("user_id", pa.int64()),
+            ("cls", pa.list_(pa.float32())),
+            ("labels", pa.list_(pa.string())),
+            ("label_source", pa.string()),
+            ("label_strength", pa.string()),
+        ]
+    )
     path.parent.mkdir(parents=True, exist_ok=True)
     pq.write_table(pa.Table.from_pylist(rows, schema=schema), path)
     return path
@@ -40,20 +50,29 @@ def write_shard(path: Path, rows: list[dict], *, schema: pa.Schema | None = None
 
 def random_rows(rng: np.random.Generator, n: int, start_id: int, dim: int = DIM) -> list[dict]:
     """Rows with every kind of flaw the loader must handle, in known places."""
-    choices = [[], ["FollowBot"], ["RTBot", "LikeBot"], ["MysteryBot"], ["LikeBot", "Nope"],
-               ["MultiActionBot"], ["EngagementAmplifier", "ReplySpamBot", "TweetSpamBot"]]
+    choices = [
+        [],
+        ["FollowBot"],
+        ["RTBot", "LikeBot"],
+        ["MysteryBot"],
+        ["LikeBot", "Nope"],
+        ["MultiActionBot"],
+        ["EngagementAmplifier", "ReplySpamBot", "TweetSpamBot"],
+    ]
     rows = []
     for i in range(n):
         cls = rng.standard_normal(dim).astype(np.float32)
         if i % 7 == 3:
             cls[i % dim] = [np.nan, np.inf, -np.inf][i % 3]
-        rows.append({
-            "user_id": start_id + i,
-            "cls": cls.tolist(),
-            "labels": choices[i % len(choices)],
-            "label_source": ["manual", "heuristic"][i % 2],
-            "label_strength": "weak" if i % 5 == 1 else "strong",
-        })
+        rows.append(
+            {
+                "user_id": start_id + i,
+                "cls": cls.tolist(),
+                "labels": choices[i % len(choices)],
+                "label_source": ["manual", "heuristic"][i % 2],
+                "label_strength": "weak" if i % 5 == 1 else "strong",
+            }
+        )
     return rows
 
 
@@ -78,5 +97,7 @@ def toy_arrays(rng) -> tuple[np.ndarray, np.ndarray]:
 
 def batches_from(x: np.ndarray, y: np.ndarray, count: int, size: int = 8) -> list[dict]:
     """``count`` consecutive batches of ``size`` rows (copies, safe to poison)."""
-    return [{"cls": x[i * size:(i + 1) * size].copy(), "labels": y[i * size:(i + 1) * size].copy()}
-            for i in range(count)]
+    return [
+        {"cls": x[i * size : (i + 1) * size].copy(), "labels": y[i * size : (i + 1) * size].copy()}
+        for i in range(count)
+    ]

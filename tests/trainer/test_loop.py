@@ -65,14 +65,19 @@ def test_resume_from_a_step_between_chunk_boundaries(toy_arrays):
 def test_resume_on_batches_matches(toy_arrays):
     x, y = toy_arrays
     config = small_config()
-    batches = [{"cls": x[loop.batch_rows(config, s, len(x))],
-                "labels": y[loop.batch_rows(config, s, len(x))]} for s in range(config.steps)]
+    batches = [
+        {
+            "cls": x[loop.batch_rows(config, s, len(x))],
+            "labels": y[loop.batch_rows(config, s, len(x))],
+        }
+        for s in range(config.steps)
+    ]
     states = {}
-    full = loop.train_on_batches(config, batches, in_dim=DIM, n_heads=HEADS,
-                                 on_sync=lambda s: states.setdefault(s.step, s))
+    full = loop.train_on_batches(
+        config, batches, in_dim=DIM, n_heads=HEADS, on_sync=lambda s: states.setdefault(s.step, s)
+    )
     assert sorted(states) == [4, 8, 12]
-    resumed = loop.train_on_batches(config, batches[4:], in_dim=DIM, n_heads=HEADS,
-                                    state=states[4])
+    resumed = loop.train_on_batches(config, batches[4:], in_dim=DIM, n_heads=HEADS, state=states[4])
     for got, want in zip(_leaves(resumed.state.params), _leaves(full.state.params), strict=True):
         np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
     # The scan fast path and one-step-per-batch path compute the same training.
@@ -96,11 +101,13 @@ def test_class_counts_weight_heads_and_bad_batches_are_refused(toy_arrays):
     config = small_config(steps=4, chunk_steps=4, sync_every=4)
     batches = [{"cls": x[:8], "labels": y[:8]}] * 4
     plain = loop.train_on_batches(config, batches, in_dim=DIM, n_heads=HEADS)
-    weighted = loop.train_on_batches(config, batches, in_dim=DIM, n_heads=HEADS,
-                                     class_counts=y.sum(0) + 1, n_rows=len(y))
+    weighted = loop.train_on_batches(
+        config, batches, in_dim=DIM, n_heads=HEADS, class_counts=y.sum(0) + 1, n_rows=len(y)
+    )
     assert plain.history[0][0] != pytest.approx(weighted.history[0][0])
     with pytest.raises(ValueError, match="step 1: 'cls' has shape"):
-        loop.train_on_batches(config, [batches[0], {"cls": x[:8, :3], "labels": y[:8]}],
-                              in_dim=DIM, n_heads=HEADS)
+        loop.train_on_batches(
+            config, [batches[0], {"cls": x[:8, :3], "labels": y[:8]}], in_dim=DIM, n_heads=HEADS
+        )
     with pytest.raises(ValueError, match="lacks field 'labels'"):
         loop.train_on_batches(config, [{"cls": x[:8]}], in_dim=DIM, n_heads=HEADS)

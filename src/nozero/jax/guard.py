@@ -3,18 +3,20 @@
 Each dispatch (one step, or k steps of a multi-step function) returns, beside the new
 state, a small per-step record (:mod:`nozero.jax.record`) that stays on the device. At
 sync points (every ``sync_every`` steps and at the end) the host fetches the records
-since the last sync in one transfer and checks every step. A clean sync confirms its
-state: only confirmed states reach ``on_sync`` (and so checkpoints) and the result. A
-first non-finite step k discards everything computed since the last confirmed state,
-rebuilds the state from before step k by replaying the steps from it (the batches since
-that sync are kept, as references), and raises :class:`GuardHalt` at step k.
+since the last sync in one transfer and checks every step. The copy starts at the sync
+point and is read once the next dispatch is enqueued, so the device never waits for
+the host (``on_sync`` comes a dispatch later, with the same state). A clean sync
+confirms its state: only confirmed states reach ``on_sync`` (and so checkpoints) and the
+result. A first non-finite step k discards everything computed since the last
+confirmed state, rebuilds the state from before step k by replaying the steps from it
+(the batches since that sync are kept, as references), and raises :class:`GuardHalt`.
 
-An update can overflow although its step's loss and gradient were finite (an absurd
-learning rate): a sync also checks that the state's floating-point values are finite, and
-halts at the sync's last step if not (a ``record_nonfinite`` transformation in the
-optimizer locates such an update at its exact step). A checkify, ``eqx.error_if`` or
-``jax.debug.callback`` failure is located the same way: replaying one step at a time from
-the confirmed state finds the step that raises.
+The replay checks each step on its way, its update included: an update that overflows
+although its loss and gradient were finite (an absurd learning rate) halts at its own
+step, found when a later loss or the sync's check of the state is non-finite. A
+``record_nonfinite`` transformation in the optimizer is read at each sync as well. A
+checkify, ``eqx.error_if`` or ``jax.debug.callback`` failure is located the same way:
+the replay finds the step that raises.
 """
 
 from __future__ import annotations
@@ -207,6 +209,8 @@ class _Run:
         self.window: list[_Dispatch] = []  # dispatches since the last confirmed state
         self.pending: list[jax.Array] = []
         self.state_finite: jax.Array | None = None
+        self.in_flight: _InFlight | None = None  # a sync whose values are on their way
+        self.synced_or_launched = start
         self.done: list[dict[str, np.ndarray]] = []
 
     def dispatch(self, batch: Any) -> None:
@@ -226,14 +230,22 @@ class _Run:
         self.window.append(_Dispatch(self.step, steps, batch, self.multi))
         self.pending.append(record)
         self.step += steps
-        if self.step // self.sync_every > self.synced // self.sync_every:
-            self.sync()
+        if self.step // self.sync_every > self.synced_or_launched // self.sync_every:
+            # The previous sync's values were copied while the steps since were queued:
+            # reading them now leaves those steps to keep the device busy meanwhile.
+            self._settle()
+            self._launch()
 
     def sync(self) -> None:
-        """Read every pending record in one transfer; halt on a bad step, else confirm."""
+        """Read everything not yet checked, waiting for the device; halt or confirm."""
+        self._settle()
+        self._launch()
+        self._settle()
+
+    def _launch(self) -> None:
+        """Start copying the pending records (and the state's checks) to the host."""
         if not self.pending:
             return
-        fields = self.guard.fields
         finite: Any = True
         optax_records: list[Any] = []
         if self.enforce:
@@ -241,14 +253,26 @@ class _Run:
             if finite is None:
                 finite = self.guard._state_finite(self.state)
             optax_records = find_records(self.state)
+        payload = (self.pending, finite, optax_records)
+        for leaf in jax.tree.leaves(payload):
+            if isinstance(leaf, jax.Array):
+                leaf.copy_to_host_async()
+        self.in_flight = _InFlight(payload, self.state, self.step, len(self.window))
+        self.synced_or_launched = self.step
+        self.pending = []
+
+    def _settle(self) -> None:
+        """Check a launched sync in one transfer: halt on a bad step, else confirm its state."""
+        sync, self.in_flight = self.in_flight, None
+        if sync is None:
+            return
         try:
-            records, finite, optax_records = jax.device_get((self.pending, finite, optax_records))
+            records, finite, optax_records = jax.device_get(sync.payload)
         except Exception as err:
             self._locate(err)
-        self.pending = []
-        values = columns(records, fields)
+        values = columns(records, self.guard.fields)
         if self.enforce:
-            bad = _earliest(first_bad(values), self._optax_bad(optax_records))
+            bad = _earliest(first_bad(values), self._optax_bad(optax_records, sync.step))
             if bad is not None:
                 self._halt(self.synced + bad, values)
             if not bool(finite):
@@ -256,20 +280,20 @@ class _Run:
                 # overflowed. Replaying every step finds the one that did.
                 self._halt(None, values)
         self._record(values)
-        self.synced = self.step
-        self.confirmed = self.state
-        self.window = []
+        self.synced = sync.step
+        self.confirmed = sync.state
+        self.window = self.window[sync.window_length :]
         if self.on_sync is not None:
-            self.on_sync(self.step, self.confirmed)
+            self.on_sync(self.synced, self.confirmed)
 
-    def _optax_bad(self, optax_records: list[Any]) -> int | None:
+    def _optax_bad(self, optax_records: list[Any], at_step: int) -> int | None:
         """The earliest step since the last sync that a ``record_nonfinite`` flagged."""
         firsts = []
         for record in optax_records:
             first = int(record.first_step)
             if first >= 0:
-                # The record counts its own updates; its count now is this step.
-                firsts.append(first - int(record.count) + self.step - self.synced)
+                # The record counts its own updates; its count then was ``at_step``.
+                firsts.append(first - int(record.count) + at_step - self.synced)
         valid = [f for f in firsts if f >= 0]
         return min(valid) if valid else None
 
@@ -374,6 +398,13 @@ class _Run:
         raise self._error(found.step, found.loss, found.grad_norm, found.before) from (
             found.failure or err
         )
+
+
+class _InFlight(NamedTuple):
+    payload: Any  # (records, state finite, optax records), being copied to the host
+    state: Any  # the state the sync confirms if every check passes
+    step: int
+    window_length: int  # dispatches up to the sync
 
 
 class _Found(NamedTuple):
