@@ -78,7 +78,9 @@ def contenders(config: TrainConfig, steps: int, data: tuple) -> dict[str, Callab
     guard = Guard(rows_step, multi_step=scan_steps(rows_step), check=lambda c: c.params)
     single = jax.jit(rows_step)
     checked = jax.jit(checkify.checkify(scan_steps(rows_step), errors=checkify.nan_checks))
-    skipping = optax.apply_if_finite(make_optimizer(config), max_consecutive_errors=10)
+    skipping = optax.apply_if_finite(  # noqa: NZ401 the peer priced here, never trained with
+        make_optimizer(config), max_consecutive_errors=10
+    )
     skip_scan = jax.jit(scan_steps(loop.step_functions(config, skipping)[1]))
     skip_carry = loop.place_state(dataclasses.replace(state, opt_state=skipping.init(state.params)))
 

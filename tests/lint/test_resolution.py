@@ -53,7 +53,8 @@ def test_collect_aliases_and_resolve():
             ["NZ103"],
         ),
         (
-            "from jax.numpy import isnan as bad, where as pick\ngrads = pick(bad(grads), 0., grads)\n",
+            "from jax.numpy import isnan as bad, where as pick\n"
+            "grads = pick(bad(grads), 0., grads)\n",
             ["NZ103"],
         ),
         (
