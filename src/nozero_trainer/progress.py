@@ -1,15 +1,18 @@
 """The progress lines a run prints on stderr: numbers a person can read at a glance.
 
 Compilation is timed apart (JAX reports every compile through ``jax.monitoring``), so
-the steps/s shown is the rate of the steps since the previous line, not an average that
-includes the first compile. A line never shows a non-finite step: the halt's message,
-printed next, says which step it was.
+the steps/s shown is the rate over the last few lines (compile time left out), not an
+average that includes the first compile. A window of lines rather than the last one,
+because the guard reads a sync's values while the next steps run: two syncs can reach
+the host moments apart, and one interval alone would show a burst. A line never shows a
+non-finite step: the halt's message, printed next, says which step it was.
 """
 
 from __future__ import annotations
 
 import math
 import time
+from collections import deque
 from typing import IO
 
 import jax
@@ -50,22 +53,28 @@ def format_number(value: float) -> str:
     return f"{value:.4g}"
 
 
+RATE_WINDOW = 5
+"""How many of the latest progress lines the steps/s figure is measured over."""
+
+
 class Progress:
     """One line per sync: steps done, a bar, loss, gradient norm, LR and the recent rate."""
 
     def __init__(self, total: int, start: int, stream: IO[str]) -> None:
         self.total, self.stream = total, stream
-        self.last_step = start
         self.last_time = time.perf_counter()
         self.last_compile = compile_seconds()
-        self.compile_reported = 0.0
+        self.running = 0.0  # seconds spent on steps so far, compiles left out
+        self.window: deque[tuple[int, float]] = deque([(start, 0.0)], maxlen=RATE_WINDOW + 1)
 
     def update(self, step: int, loss: float, grad_norm: float, lr: float) -> None:
         """``step`` optimizer steps are done, the last with these (finite) values."""
         now, compiled = time.perf_counter(), compile_seconds()
         compiling = compiled - self.last_compile
-        running = max(now - self.last_time - compiling, 1e-9)
-        rate = (step - self.last_step) / running
+        self.running += max(now - self.last_time - compiling, 0.0)
+        self.window.append((step, self.running))
+        first_step, first_running = self.window[0]
+        rate = (step - first_step) / max(self.running - first_running, 1e-9)
         if compiling > 0.05:
             print(
                 f"compiled in {compiling:.1f} s (not counted in steps/s)",
@@ -80,4 +89,4 @@ class Progress:
             file=self.stream,
             flush=True,
         )
-        self.last_step, self.last_time, self.last_compile = step, now, compiled
+        self.last_time, self.last_compile = now, compiled
