@@ -220,7 +220,8 @@ def bench_hook(runs: int) -> dict:
     HOOK_REPO.mkdir(parents=True)
     subprocess.run(["git", "init", "-q", "."], cwd=HOOK_REPO, check=True)
     (HOOK_REPO / "pyproject.toml").write_text("[tool.nozero]\nignore = []\n")
-    results: dict = {"floor": repeated(runs, "python -c pass", [sys.executable, "-c", "pass"])}
+    floor = [sys.executable, "-c", "pass"]
+    results: dict = {"floor": repeated(runs, "python -c pass", floor, cwd=HOOK_REPO)}
     for name, text in HOOK_FILES.values():
         (HOOK_REPO / name).write_text(text)
     # Once beforehand, so that every module's bytecode cache is written.
