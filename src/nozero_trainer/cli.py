@@ -81,7 +81,10 @@ def add_setting_flags(
                 dest=field.name,
                 action="store_true" if on else "store_false",
                 default=default,
-                help=f"{help_text} (default: {'on' if default else 'off'})",
+                # A --no- flag turns the setting off: say so, or its help reads backwards.
+                help=f"{help_text} (default: off)"
+                if on
+                else f"turn off: {help_text} (default: on)",
             )
             continue
         parser.add_argument(

@@ -52,7 +52,10 @@ class TrainConfig:
     """Settings of one training run (the CLI flags are generated from these fields)."""
 
     steps: int = setting(2000, "optimizer steps to run")
-    batch_size: int = setting(256, "training rows per step")
+    batch_size: int = setting(
+        256,
+        "training rows per step, across every device and process; divisible by the device count",
+    )
     peak_lr: float = setting(1e-3, "learning rate reached at the end of the warmup")
     warmup_steps: int | None = setting(
         None,
