@@ -40,6 +40,22 @@ def _error_if_step(state, batch):
     return toy.step(state, {**batch, "x": x})
 
 
+@pytest.mark.parametrize("jit", [jax.jit, eqx.filter_jit], ids=["jit", "filter_jit"])
+def test_an_error_if_step_becomes_the_documented_error_under_either_jit(jit):
+    step = jit(_error_if_step)
+    batches = copy.deepcopy(toy.make_batches())
+    batches[2]["x"][1, 1] = np.nan
+    state = toy.init_state()
+    with pytest.raises(NonFiniteError) as caught:
+        for i, batch in enumerate(batches):
+            with nonfinite_errors(i):
+                state, metrics = step(state, batch)
+                jax.block_until_ready(metrics)
+    assert caught.value.step == 2
+    assert MESSAGE_PATTERN.fullmatch(str(caught.value))
+    assert converts(caught.value.__cause__) and "non-finite input" in str(caught.value.__cause__)
+
+
 def _raise_on_nonfinite(x):
     if not np.isfinite(x).all():
         raise FloatingPointError("non-finite input")
@@ -50,7 +66,11 @@ def _callback_step(state, batch):
     return toy.step(state, batch)
 
 
-@pytest.mark.parametrize("step", [_error_if_step, _callback_step], ids=["error_if", "callback"])
+@pytest.mark.parametrize(
+    "step",
+    [_error_if_step, eqx.filter_jit(_error_if_step), _callback_step],
+    ids=["error_if", "error_if_filter_jit", "callback"],
+)
 @pytest.mark.parametrize("multi", [False, True], ids=["single", "scan"])
 def test_a_raise_inside_a_guarded_step_halts_at_its_exact_step(step, multi):
     k = 6
