@@ -9,6 +9,7 @@ import jax
 import jax.numpy as jnp
 import jax_toy as toy
 import numpy as np
+import optax
 import pytest
 from jax.experimental import checkify
 
@@ -86,3 +87,35 @@ def test_a_raise_inside_a_guarded_step_halts_at_its_exact_step(step, multi):
     assert converts(err.__cause__) and "non-finite input" in str(err.__cause__)
     for got, want in zip(toy.leaves(err.context.state), toy.leaves(before_k), strict=True):
         np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+def _grad_checked_step(state, batch):
+    new_state, metrics = toy.step(state, batch)
+    bad = ~jnp.isfinite(optax.tree.norm(metrics["grads"]))
+    return new_state, {**metrics, "loss": eqx.error_if(metrics["loss"], bad, "non-finite grad")}
+
+
+@pytest.mark.parametrize("multi", [False, True], ids=["single", "scan"])
+def test_a_raising_step_halts_with_its_real_loss_and_grad_norm_from_the_unchecked_step(multi):
+    k = 5
+    batches = copy.deepcopy(toy.make_batches())
+    batches[k]["x"][2, 0] = toy.HUGE_INPUT  # a finite loss, a gradient norm of inf
+    # What the step reports when nothing raises: its true values.
+    plain = Guard(toy.step, sync_every=4)
+    with pytest.raises(GuardHalt) as truth:
+        plain.run(toy.init_state(), batches)
+    assert truth.value.step == k and np.isfinite(truth.value.loss)
+    multi_step = scan_steps(_grad_checked_step) if multi else None
+    fed = toy.stack(batches, 3) if multi else batches
+    for unchecked, want in [(None, (np.nan, np.nan)), (toy.step, truth.value)]:
+        guard = Guard(_grad_checked_step, multi_step=multi_step, unchecked=unchecked)
+        with pytest.raises(GuardHalt) as caught:
+            guard.run(toy.init_state(), fed)
+        err = caught.value
+        assert err.step == k and "non-finite grad" in str(err.__cause__)
+        wanted = (want.loss, want.grad_norm) if unchecked else want
+        np.testing.assert_array_equal((err.loss, err.grad_norm), wanted)
+        np.testing.assert_array_equal(
+            (err.context.loss, err.context.grad_norm), (err.loss, err.grad_norm)
+        )
+        assert MESSAGE_PATTERN.fullmatch(str(err))

@@ -16,7 +16,9 @@ although its loss and gradient were finite (an absurd learning rate) halts at it
 step, found when a later loss or the sync's check of the state is non-finite. A
 ``record_nonfinite`` transformation in the optimizer is read at each sync as well. A
 checkify, ``eqx.error_if`` or ``jax.debug.callback`` failure is located the same way:
-the replay finds the step that raises.
+the replay finds the step that raises. Such a failure carries no values; given an
+``unchecked`` step (the same step without its own runtime checks), the guard runs it once
+on the halted step to report that step's real loss and gradient norm.
 """
 
 from __future__ import annotations
@@ -72,7 +74,10 @@ class Guard:
     replays single steps after a halt; without it the multi-step function replays them on
     one-step slices (one more compilation, on a halt only). ``check`` picks the part of
     the state whose finiteness a sync checks (default: all of it). ``context`` turns the
-    halted :class:`StepContext` into the context the error carries.
+    halted :class:`StepContext` into the context the error carries. ``unchecked`` is the
+    single step without its own raising checks (``eqx.error_if``, a raising callback):
+    run once on a step that raised (one more compilation, on such a halt only), it gives
+    the error that step's loss and gradient norm instead of ``nan``.
     """
 
     def __init__(
@@ -83,6 +88,7 @@ class Guard:
         sync_every: int = 100,
         check: Callable[[Any], Any] | None = None,
         context: Callable[[StepContext], Any] | None = None,
+        unchecked: StepFn | None = None,
     ) -> None:
         if step is None and multi_step is None:
             raise TypeError("Guard needs a step function, a multi_step function or both")
@@ -94,6 +100,7 @@ class Guard:
         self._context = context
         self.single = None if step is None else jax.jit(self._guarded(step, multi=False))
         self.multi = None if multi_step is None else jax.jit(self._guarded(multi_step, multi=True))
+        self.unchecked = None if unchecked is None else jax.jit(self._guarded(unchecked, False))
         self._state_finite = jax.jit(lambda state: all_finite(self._pick(state)))
 
     def _record(self, metrics: Mapping[str, Any], steps: int | None) -> jax.Array:
@@ -372,13 +379,30 @@ class _Run:
             except Exception as err:
                 if not converts(err):
                     raise
-                return _Found(step, state, math.nan, math.nan, err), state
+                loss, grad_norm = self._unchecked_values(state, dispatch, position)
+                return _Found(step, state, loss, grad_norm, err), state
             values = columns([record], self.guard.fields)
             if first_bad(values) is not None or not finite:
                 loss, grad_norm = float(values[LOSS][0]), float(values[GRAD_NORM][0])
                 return _Found(step, state, loss, grad_norm, None), state  # noqa: NZ406 raised by the caller
             state = after
         return None, state
+
+    def _unchecked_values(
+        self, state: Any, dispatch: _Dispatch, position: int
+    ) -> tuple[float, float]:
+        """A raising step's loss and gradient norm, from the guard's ``unchecked`` step."""
+        if self.guard.unchecked is None:
+            return math.nan, math.nan
+        batch = _step_batch(dispatch, position)
+        try:
+            record = jax.device_get(self.guard.unchecked(state, batch, *self.operands)[1])
+        except Exception as err:
+            if not converts(err):
+                raise
+            return math.nan, math.nan  # it raises too: the values stay unknown
+        values = columns([record], self.guard.fields)
+        return float(values[LOSS][0]), float(values[GRAD_NORM][0])
 
     def _batch_at(self, step: int) -> Any:
         for at, dispatch, position in self._steps_since_confirmed():
