@@ -14,7 +14,10 @@ confirmed state, rebuilds the state from before step k by replaying the steps fr
 The replay checks each step on its way, its update included: an update that overflows
 although its loss and gradient were finite (an absurd learning rate) halts at its own
 step, found when a later loss or the sync's check of the state is non-finite. A
-``record_nonfinite`` transformation in the optimizer is read at each sync as well. A
+``record_nonfinite`` transformation in the optimizer is read at each sync as well: one
+that flagged since the confirmed state makes the replay find the step whose update it
+flagged (so its own count, optimizer steps under ``optax.MultiSteps``, needs no
+mapping onto the guard's steps). A
 checkify, ``eqx.error_if`` or ``jax.debug.callback`` failure is located the same way:
 the replay finds the step that raises. Such a failure carries no values; given an
 ``unchecked`` step (the same step without its own runtime checks), the guard runs it once
@@ -33,7 +36,7 @@ import numpy as np
 
 from nozero.jax.convert import converts
 from nozero.jax.halt import GuardHalt, StepContext
-from nozero.jax.optax_record import find_records
+from nozero.jax.optax_record import NONE_YET, find_records
 from nozero.jax.record import (
     GRAD_NORM,
     LOSS,
@@ -219,6 +222,8 @@ class _Run:
         self.in_flight: _InFlight | None = None  # a sync whose values are on their way
         self.synced_or_launched = start
         self.done: list[dict[str, np.ndarray]] = []
+        # ``record_nonfinite`` flags in the confirmed state (None: not read yet).
+        self.confirmed_flags: list[int] | None = None
 
     def dispatch(self, batch: Any) -> None:
         try:
@@ -254,13 +259,16 @@ class _Run:
         if not self.pending:
             return
         finite: Any = True
-        optax_records: list[Any] = []
+        flags: list[Any] = []
+        baseline: list[Any] = []
         if self.enforce:
             finite = self.state_finite
             if finite is None:
                 finite = self.guard._state_finite(self.state)
-            optax_records = find_records(self.state)
-        payload = (self.pending, finite, optax_records)
+            flags = _flags(self.state)
+            if self.confirmed_flags is None:
+                baseline = _flags(self.confirmed)
+        payload = (self.pending, finite, flags, baseline)
         for leaf in jax.tree.leaves(payload):
             if isinstance(leaf, jax.Array):
                 leaf.copy_to_host_async()
@@ -274,18 +282,22 @@ class _Run:
         if sync is None:
             return
         try:
-            records, finite, optax_records = jax.device_get(sync.payload)
+            records, finite, flags, baseline = jax.device_get(sync.payload)
         except Exception as err:
             self._locate(err)
         values = columns(records, self.guard.fields)
         if self.enforce:
-            bad = _earliest(first_bad(values), self._optax_bad(optax_records, sync.step))
+            if self.confirmed_flags is None:
+                self.confirmed_flags = [int(f) for f in baseline]
+            bad = first_bad(values)
             if bad is not None:
-                self._halt(self.synced + bad, values)
-            if not bool(finite):
-                # Every recorded step was finite, yet the state is not: an update
-                # overflowed. Replaying every step finds the one that did.
+                self._halt(self.synced + bad, values)  # the replay sees earlier flags
+            if not bool(finite) or self._newly_flagged(flags):
+                # Every recorded step was finite, yet the state is not (an update
+                # overflowed) or a record_nonfinite flagged an update: replaying every
+                # step finds the one that did.
                 self._halt(None, values)
+            self.confirmed_flags = [int(f) for f in flags]
         self._record(values)
         self.synced = sync.step
         self.confirmed = sync.state
@@ -293,16 +305,14 @@ class _Run:
         if self.on_sync is not None:
             self.on_sync(self.synced, self.confirmed)
 
-    def _optax_bad(self, optax_records: list[Any], at_step: int) -> int | None:
-        """The earliest step since the last sync that a ``record_nonfinite`` flagged."""
-        firsts = []
-        for record in optax_records:
-            first = int(record.first_step)
-            if first >= 0:
-                # The record counts its own updates; its count then was ``at_step``.
-                firsts.append(first - int(record.count) + at_step - self.synced)
-        valid = [f for f in firsts if f >= 0]
-        return min(valid) if valid else None
+    def _newly_flagged(self, flags: list[Any]) -> bool:
+        """Whether a ``record_nonfinite`` flagged an update since the confirmed state."""
+        if self.confirmed_flags is None:
+            self.confirmed_flags = [int(f) for f in jax.device_get(_flags(self.confirmed))]
+        return any(
+            int(now) != NONE_YET and before == NONE_YET
+            for now, before in zip(flags, self.confirmed_flags, strict=True)
+        )
 
     def _record(self, values: dict[str, np.ndarray]) -> None:
         self.done.append(values)
@@ -375,14 +385,16 @@ class _Run:
                 continue
             try:
                 after, record = self._one_step(state, dispatch, position)
-                record, finite = jax.device_get((record, self.guard._state_finite(after)))
+                record, finite, flags = jax.device_get(
+                    (record, self.guard._state_finite(after), _flags(after))
+                )
             except Exception as err:
                 if not converts(err):
                     raise
                 loss, grad_norm = self._unchecked_values(state, dispatch, position)
                 return _Found(step, state, loss, grad_norm, err), state
             values = columns([record], self.guard.fields)
-            if first_bad(values) is not None or not finite:
+            if first_bad(values) is not None or not finite or self._newly_flagged(flags):
                 loss, grad_norm = float(values[LOSS][0]), float(values[GRAD_NORM][0])
                 return _Found(step, state, loss, grad_norm, None), state  # noqa: NZ406 raised by the caller
             state = after
@@ -450,9 +462,9 @@ def _leading(batch: Any, multi: bool) -> int:
     return int(jax.tree.leaves(batch)[0].shape[0]) if multi else 1
 
 
-def _earliest(a: int | None, b: int | None) -> int | None:
-    present = [x for x in (a, b) if x is not None]
-    return min(present) if present else None
+def _flags(state: Any) -> list[jax.Array]:
+    """The first flagged step of every ``record_nonfinite`` in ``state``."""
+    return [record.first_step for record in find_records(state)]
 
 
 @dataclasses.dataclass(frozen=True)
