@@ -5,7 +5,8 @@
 surface as their own exception type with their own text.
 :func:`nonfinite_errors` turns any of them into :class:`nozero.NonFiniteError` for the
 step the block ran, keeping the original as its ``__cause__``. Those signals carry no
-loss or gradient norm: pass the values if the loop has them, else they read ``nan``.
+loss or gradient norm: pass the values if the loop has them, else they read ``nan``
+(a :class:`nozero.jax.Guard` given an ``unchecked`` step computes them itself).
 """
 
 from __future__ import annotations
