@@ -111,3 +111,26 @@ def test_under_multisteps_the_guard_halts_at_the_call_applying_the_bad_update(
     # The record's own count: micro-steps (calls) after MultiSteps, optimizer steps inside.
     after = guard.run(state, toy.make_batches()[:6], enforce=False).state
     assert [int(r.first_step) for r in find_records(after)] == [first_step]
+
+
+def test_inside_multisteps_a_flagged_then_zeroed_update_halts_at_the_call_emitting_it():
+    # Inside MultiSteps(k=2) the record counts optimizer steps: step 2 is emitted by
+    # micro-step 5. zero_nans then hides the NaN update, so nothing but the record sees
+    # it; mapping its count onto micro-steps would name step 6.
+    schedule = lambda count: jnp.where(count == 2, jnp.nan, -toy.LR)  # noqa: E731
+    inner = optax.chain(optax.scale_by_schedule(schedule), record_nonfinite(), optax.zero_nans())
+    optimizer = optax.MultiSteps(inner, every_k_schedule=2)
+
+    def step(state, batch):
+        loss, grads = jax.value_and_grad(toy.loss_fn)(state["params"], batch["x"])
+        updates, opt = optimizer.update(grads, state["opt"], state["params"])
+        params = optax.apply_updates(state["params"], updates)
+        return {"params": params, "opt": opt}, {"loss": loss, "grads": grads}
+
+    params = toy.init_state()["params"]
+    with pytest.raises(GuardHalt) as caught:
+        Guard(step, sync_every=4).run(
+            {"params": params, "opt": optimizer.init(params)}, toy.make_batches()
+        )
+    assert caught.value.step == 5
+    assert np.isfinite(caught.value.loss) and np.isfinite(caught.value.grad_norm)
