@@ -71,14 +71,8 @@ def test_the_guard_reads_the_record_at_its_sync(recorded, halt_step):
     assert np.isfinite(caught.value.loss) == recorded
 
 
-def _accumulating(huge_at: int, placement: str):
-    """optax.MultiSteps(k=2) over a schedule that overflows at one optimizer step."""
-    schedule = lambda count: jnp.where(count == huge_at, toy.HUGE_LR, -toy.LR)  # noqa: E731
-    inner = optax.chain(optax.trace(decay=0.5), optax.scale_by_schedule(schedule))
-    if placement == "after":  # documented: it sees the update each call applies
-        optimizer = optax.chain(optax.MultiSteps(inner, every_k_schedule=2), record_nonfinite())
-    else:  # inside: it sees, and counts, only the optimizer steps MultiSteps emits
-        optimizer = optax.MultiSteps(optax.chain(inner, record_nonfinite()), every_k_schedule=2)
+def _loop_over(optimizer: optax.GradientTransformation):
+    """The toy's step with ``optimizer`` (given the parameters), and its first state."""
 
     def step(state, batch):
         loss, grads = jax.value_and_grad(toy.loss_fn)(state["params"], batch["x"])
@@ -88,6 +82,17 @@ def _accumulating(huge_at: int, placement: str):
 
     params = toy.init_state()["params"]
     return step, {"params": params, "opt": optimizer.init(params)}
+
+
+def _accumulating(huge_at: int, placement: str):
+    """optax.MultiSteps(k=2) over a schedule that overflows at one optimizer step."""
+    schedule = lambda count: jnp.where(count == huge_at, toy.HUGE_LR, -toy.LR)  # noqa: E731
+    inner = optax.chain(optax.trace(decay=0.5), optax.scale_by_schedule(schedule))
+    if placement == "after":  # documented: it sees the update each call applies
+        optimizer = optax.chain(optax.MultiSteps(inner, every_k_schedule=2), record_nonfinite())
+    else:  # inside: it sees, and counts, only the optimizer steps MultiSteps emits
+        optimizer = optax.MultiSteps(optax.chain(inner, record_nonfinite()), every_k_schedule=2)
+    return _loop_over(optimizer)
 
 
 @pytest.mark.parametrize(
@@ -121,16 +126,8 @@ def test_inside_multisteps_a_flagged_then_zeroed_update_halts_at_the_call_emitti
     inner = optax.chain(optax.scale_by_schedule(schedule), record_nonfinite(), optax.zero_nans())
     optimizer = optax.MultiSteps(inner, every_k_schedule=2)
 
-    def step(state, batch):
-        loss, grads = jax.value_and_grad(toy.loss_fn)(state["params"], batch["x"])
-        updates, opt = optimizer.update(grads, state["opt"], state["params"])
-        params = optax.apply_updates(state["params"], updates)
-        return {"params": params, "opt": opt}, {"loss": loss, "grads": grads}
-
-    params = toy.init_state()["params"]
+    step, state = _loop_over(optimizer)
     with pytest.raises(GuardHalt) as caught:
-        Guard(step, sync_every=4).run(
-            {"params": params, "opt": optimizer.init(params)}, toy.make_batches()
-        )
+        Guard(step, sync_every=4).run(state, toy.make_batches())
     assert caught.value.step == 5
     assert np.isfinite(caught.value.loss) and np.isfinite(caught.value.grad_norm)
