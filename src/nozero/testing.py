@@ -6,6 +6,7 @@ Nothing here depends on a framework: ``run`` may use JAX, PyTorch, Keras or plai
 """
 
 from nozero.plugin.batches import FieldRange
-from nozero.plugin.trainer import TrainerUnderTest, count_traces
+from nozero.plugin.trainer import TrainerUnderTest
+from nozero.traces import count_traces
 
 __all__ = ["FieldRange", "TrainerUnderTest", "count_traces"]

@@ -38,7 +38,7 @@ from nozero.jax import (
     GuardHalt,
     GuardResult,
     StepContext,
-    TraceCounter,
+    count_traces,
     scan_steps,
 )
 from nozero_trainer.config import TrainConfig
@@ -50,12 +50,13 @@ from nozero_trainer.sharding import Placement, ShardedRows, gather_to_host, repl
 # Per-step values the engine reports (scalars only, so chunks stay cheap to fetch).
 STEP_FIELDS = ("loss", "grad_norm", "focal_mean_weight", "bce", "rce")
 
-_counters: list[TraceCounter] = []  # one per compiled step function, for compile_count
+# One reader per compile key, each summing its guards' jit cache sizes.
+_compile_counts: list[Callable[[], int]] = []
 
 
 def compile_count() -> int:
-    """How many times a training step was traced (= compiled) in this process."""
-    return sum(counter.count for counter in _counters)
+    """How many times a training step was compiled in this process (JAX's jit caches)."""
+    return sum(read() for read in _compile_counts)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -197,12 +198,14 @@ def _params(carry: Carry) -> Params:
 @functools.lru_cache(maxsize=16)
 def _compiled(key: TrainConfig, placement: Placement | None = None) -> _Compiled:
     """Guarded step functions for one compile key; cached so every run reuses them."""
-    step, rows_step = (TraceCounter(fn) for fn in step_functions(key, placement=placement))
-    _counters.extend((step, rows_step))
-    return _Compiled(
+    step, rows_step = step_functions(key, placement=placement)
+    compiled = _Compiled(
         on_batches=Guard(step, check=_params),
         on_arrays=Guard(rows_step, multi_step=scan_steps(rows_step), check=_params),
     )
+    guards = (compiled.on_batches, compiled.on_arrays)
+    _compile_counts.append(count_traces(*(fn for g in guards for fn in (g.single, g.multi) if fn)))
+    return compiled
 
 
 @functools.lru_cache(maxsize=4)

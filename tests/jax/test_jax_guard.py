@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from nozero import MESSAGE_PATTERN, NonFiniteError
-from nozero.jax import Guard, GuardHalt, TraceCounter, scan_steps
+from nozero.jax import Guard, GuardHalt, count_traces, scan_steps
 
 POISONS = [np.nan, np.inf, -np.inf, toy.HUGE_INPUT]
 POSITIONS = (0, toy.STEPS // 2, toy.STEPS - 1)
@@ -52,8 +52,7 @@ def _huge_lr(k: int) -> list[dict]:
 
 
 def test_single_steps_halt_exactly_for_each_poison_and_an_overflow_in_one_compilation():
-    counted = TraceCounter(toy.step)
-    guard = Guard(counted, sync_every=4)
+    guard = Guard(toy.step, sync_every=4)
     clean = toy.make_batches()
     for k in POSITIONS:
         before_k = guard.run(toy.init_state(), clean[:k]).state
@@ -72,12 +71,11 @@ def test_single_steps_halt_exactly_for_each_poison_and_an_overflow_in_one_compil
         assert np.isfinite(err.loss) and np.isfinite(err.grad_norm)
         assert all(step <= k for step in synced)
         _assert_same(err.context.state, before_k)
-    assert counted.count == 1
+    assert count_traces(guard.single)() == 1
 
 
 def test_a_multi_step_scan_halts_exactly_and_replays_with_the_single_step():
-    scanned, single = TraceCounter(toy.step), TraceCounter(toy.step)
-    guard = Guard(single, multi_step=scan_steps(scanned), sync_every=8)
+    guard = Guard(toy.step, multi_step=scan_steps(toy.step), sync_every=8)
     reference = Guard(toy.step, sync_every=1)
     clean = toy.make_batches()
     for k in POSITIONS:
@@ -88,7 +86,7 @@ def test_a_multi_step_scan_halts_exactly_and_replays_with_the_single_step():
             assert all(step <= k for step in synced)
             assert err.context.batch["x"].shape == (toy.BATCH, toy.DIM)  # that step's slice
             _assert_same(err.context.state, before_k, exact=False)
-    assert (scanned.count, single.count) == (1, 1)
+    assert (count_traces(guard.multi)(), count_traces(guard.single)()) == (1, 1)
 
 
 def test_clean_runs_confirm_at_sync_points_with_one_transfer_each(monkeypatch):
@@ -153,8 +151,3 @@ def test_the_halt_is_a_typed_documented_error():
     copied = copy.deepcopy(err)  # through __reduce__, as pickling does
     assert (copied.step, str(copied)) == (err.step, str(err))
     assert copied.context.step == 1
-
-
-def test_the_trace_counter_wants_the_python_function():
-    with pytest.raises(TypeError, match="before jax.jit"):
-        TraceCounter(jax.jit(toy.step))

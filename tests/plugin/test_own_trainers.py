@@ -26,15 +26,15 @@ def readme_examples() -> dict[str, str]:
     blocks = re.findall(r"```python\n(# conftest\.py.*?)```", section, flags=re.S)
     examples = {}
     for block in blocks:
-        library = ("flax", "equinox", "MultiSteps", "torch")
+        library = ("flax", "error_if", "equinox", "MultiSteps", "torch")
         name = next(word for word in library if word in block.splitlines()[0])
         examples[name] = block
     return examples
 
 
-def test_the_readme_has_the_four_examples_each_with_at_most_ten_lines_of_glue():
+def test_the_readme_has_the_five_examples_each_with_at_most_ten_lines_of_glue():
     examples = readme_examples()
-    assert sorted(examples) == ["MultiSteps", "equinox", "flax", "torch"]
+    assert sorted(examples) == ["MultiSteps", "equinox", "error_if", "flax", "torch"]
     for name, block in examples.items():
         glue = block.split("# The glue")[1].strip().splitlines()[1:]
         assert len(glue) <= 10, f"{name}: {len(glue)} lines of glue"
@@ -47,7 +47,7 @@ def _run_example(pytester: pytest.Pytester, block: str) -> None:
     result.stdout.fnmatch_lines(["nozero::never_continue[[]nozero_trainer[]] PASSED*"])
 
 
-@pytest.mark.parametrize("library", ["flax", "equinox", "MultiSteps"])
+@pytest.mark.parametrize("library", ["flax", "equinox", "error_if", "MultiSteps"])
 def test_jax_examples_pass_every_check(pytester, library):
     # Each passes with compile_count=count_traces(...): one compilation per check at most.
     _run_example(pytester, readme_examples()[library])

@@ -9,7 +9,7 @@ from nozero.jax.guard import Guard, GuardResult, scan_steps
 from nozero.jax.halt import GuardHalt, StepContext
 from nozero.jax.optax_record import NonFiniteRecordState, find_records, record_nonfinite
 from nozero.jax.record import all_finite
-from nozero.jax.traces import TraceCounter
+from nozero.traces import count_traces
 
 __all__ = [
     "Guard",
@@ -17,9 +17,9 @@ __all__ = [
     "GuardResult",
     "NonFiniteRecordState",
     "StepContext",
-    "TraceCounter",
     "all_finite",
     "converts",
+    "count_traces",
     "find_records",
     "nonfinite_errors",
     "record_nonfinite",

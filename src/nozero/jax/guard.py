@@ -14,9 +14,14 @@ confirmed state, rebuilds the state from before step k by replaying the steps fr
 The replay checks each step on its way, its update included: an update that overflows
 although its loss and gradient were finite (an absurd learning rate) halts at its own
 step, found when a later loss or the sync's check of the state is non-finite. A
-``record_nonfinite`` transformation in the optimizer is read at each sync as well. A
+``record_nonfinite`` transformation in the optimizer is read at each sync as well: one
+that flagged since the confirmed state makes the replay find the step whose update it
+flagged (so its own count, optimizer steps under ``optax.MultiSteps``, needs no
+mapping onto the guard's steps). A
 checkify, ``eqx.error_if`` or ``jax.debug.callback`` failure is located the same way:
-the replay finds the step that raises.
+the replay finds the step that raises. Such a failure carries no values; given an
+``unchecked`` step (the same step without its own runtime checks), the guard runs it once
+on the halted step to report that step's real loss and gradient norm.
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ import numpy as np
 
 from nozero.jax.convert import converts
 from nozero.jax.halt import GuardHalt, StepContext
-from nozero.jax.optax_record import find_records
+from nozero.jax.optax_record import NONE_YET, find_records
 from nozero.jax.record import (
     GRAD_NORM,
     LOSS,
@@ -72,7 +77,10 @@ class Guard:
     replays single steps after a halt; without it the multi-step function replays them on
     one-step slices (one more compilation, on a halt only). ``check`` picks the part of
     the state whose finiteness a sync checks (default: all of it). ``context`` turns the
-    halted :class:`StepContext` into the context the error carries.
+    halted :class:`StepContext` into the context the error carries. ``unchecked`` is the
+    single step without its own raising checks (``eqx.error_if``, a raising callback):
+    run once on a step that raised (one more compilation, on such a halt only), it gives
+    the error that step's loss and gradient norm instead of ``nan``.
     """
 
     def __init__(
@@ -83,6 +91,7 @@ class Guard:
         sync_every: int = 100,
         check: Callable[[Any], Any] | None = None,
         context: Callable[[StepContext], Any] | None = None,
+        unchecked: StepFn | None = None,
     ) -> None:
         if step is None and multi_step is None:
             raise TypeError("Guard needs a step function, a multi_step function or both")
@@ -94,6 +103,7 @@ class Guard:
         self._context = context
         self.single = None if step is None else jax.jit(self._guarded(step, multi=False))
         self.multi = None if multi_step is None else jax.jit(self._guarded(multi_step, multi=True))
+        self.unchecked = None if unchecked is None else jax.jit(self._guarded(unchecked, False))
         self._state_finite = jax.jit(lambda state: all_finite(self._pick(state)))
 
     def _record(self, metrics: Mapping[str, Any], steps: int | None) -> jax.Array:
@@ -212,6 +222,8 @@ class _Run:
         self.in_flight: _InFlight | None = None  # a sync whose values are on their way
         self.synced_or_launched = start
         self.done: list[dict[str, np.ndarray]] = []
+        # ``record_nonfinite`` flags in the confirmed state (None: not read yet).
+        self.confirmed_flags: list[int] | None = None
 
     def dispatch(self, batch: Any) -> None:
         try:
@@ -247,13 +259,16 @@ class _Run:
         if not self.pending:
             return
         finite: Any = True
-        optax_records: list[Any] = []
+        flags: list[Any] = []
+        baseline: list[Any] = []
         if self.enforce:
             finite = self.state_finite
             if finite is None:
                 finite = self.guard._state_finite(self.state)
-            optax_records = find_records(self.state)
-        payload = (self.pending, finite, optax_records)
+            flags = _flags(self.state)
+            if self.confirmed_flags is None:
+                baseline = _flags(self.confirmed)
+        payload = (self.pending, finite, flags, baseline)
         for leaf in jax.tree.leaves(payload):
             if isinstance(leaf, jax.Array):
                 leaf.copy_to_host_async()
@@ -267,18 +282,22 @@ class _Run:
         if sync is None:
             return
         try:
-            records, finite, optax_records = jax.device_get(sync.payload)
+            records, finite, flags, baseline = jax.device_get(sync.payload)
         except Exception as err:
             self._locate(err)
         values = columns(records, self.guard.fields)
         if self.enforce:
-            bad = _earliest(first_bad(values), self._optax_bad(optax_records, sync.step))
+            if self.confirmed_flags is None:
+                self.confirmed_flags = [int(f) for f in baseline]
+            bad = first_bad(values)
             if bad is not None:
-                self._halt(self.synced + bad, values)
-            if not bool(finite):
-                # Every recorded step was finite, yet the state is not: an update
-                # overflowed. Replaying every step finds the one that did.
+                self._halt(self.synced + bad, values)  # the replay sees earlier flags
+            if not bool(finite) or self._newly_flagged(flags):
+                # Every recorded step was finite, yet the state is not (an update
+                # overflowed) or a record_nonfinite flagged an update: replaying every
+                # step finds the one that did.
                 self._halt(None, values)
+            self.confirmed_flags = [int(f) for f in flags]
         self._record(values)
         self.synced = sync.step
         self.confirmed = sync.state
@@ -286,16 +305,14 @@ class _Run:
         if self.on_sync is not None:
             self.on_sync(self.synced, self.confirmed)
 
-    def _optax_bad(self, optax_records: list[Any], at_step: int) -> int | None:
-        """The earliest step since the last sync that a ``record_nonfinite`` flagged."""
-        firsts = []
-        for record in optax_records:
-            first = int(record.first_step)
-            if first >= 0:
-                # The record counts its own updates; its count then was ``at_step``.
-                firsts.append(first - int(record.count) + at_step - self.synced)
-        valid = [f for f in firsts if f >= 0]
-        return min(valid) if valid else None
+    def _newly_flagged(self, flags: list[Any]) -> bool:
+        """Whether a ``record_nonfinite`` flagged an update since the confirmed state."""
+        if self.confirmed_flags is None:
+            self.confirmed_flags = [int(f) for f in jax.device_get(_flags(self.confirmed))]
+        return any(
+            int(now) != NONE_YET and before == NONE_YET
+            for now, before in zip(flags, self.confirmed_flags, strict=True)
+        )
 
     def _record(self, values: dict[str, np.ndarray]) -> None:
         self.done.append(values)
@@ -368,17 +385,36 @@ class _Run:
                 continue
             try:
                 after, record = self._one_step(state, dispatch, position)
-                record, finite = jax.device_get((record, self.guard._state_finite(after)))
+                record, finite, flags = jax.device_get(
+                    (record, self.guard._state_finite(after), _flags(after))
+                )
             except Exception as err:
                 if not converts(err):
                     raise
-                return _Found(step, state, math.nan, math.nan, err), state
+                loss, grad_norm = self._unchecked_values(state, dispatch, position)
+                return _Found(step, state, loss, grad_norm, err), state
             values = columns([record], self.guard.fields)
-            if first_bad(values) is not None or not finite:
+            if first_bad(values) is not None or not finite or self._newly_flagged(flags):
                 loss, grad_norm = float(values[LOSS][0]), float(values[GRAD_NORM][0])
                 return _Found(step, state, loss, grad_norm, None), state  # noqa: NZ406 raised by the caller
             state = after
         return None, state
+
+    def _unchecked_values(
+        self, state: Any, dispatch: _Dispatch, position: int
+    ) -> tuple[float, float]:
+        """A raising step's loss and gradient norm, from the guard's ``unchecked`` step."""
+        if self.guard.unchecked is None:
+            return math.nan, math.nan
+        batch = _step_batch(dispatch, position)
+        try:
+            record = jax.device_get(self.guard.unchecked(state, batch, *self.operands)[1])
+        except Exception as err:
+            if not converts(err):
+                raise
+            return math.nan, math.nan  # it raises too: the values stay unknown
+        values = columns([record], self.guard.fields)
+        return float(values[LOSS][0]), float(values[GRAD_NORM][0])
 
     def _batch_at(self, step: int) -> Any:
         for at, dispatch, position in self._steps_since_confirmed():
@@ -426,9 +462,9 @@ def _leading(batch: Any, multi: bool) -> int:
     return int(jax.tree.leaves(batch)[0].shape[0]) if multi else 1
 
 
-def _earliest(a: int | None, b: int | None) -> int | None:
-    present = [x for x in (a, b) if x is not None]
-    return min(present) if present else None
+def _flags(state: Any) -> list[jax.Array]:
+    """The first flagged step of every ``record_nonfinite`` in ``state``."""
+    return [record.first_step for record in find_records(state)]
 
 
 @dataclasses.dataclass(frozen=True)

@@ -6,6 +6,10 @@ remembers, in its state, the first update that held a NaN or an infinity, so a g
 stop the run at that exact step when it next reads the state. optax never sees the
 loss, so this records what it can see: the gradients (first in a chain) or the updates
 (after the transformations whose output should be watched, e.g. the learning rate).
+
+Under ``optax.MultiSteps`` place it after the wrapper, where it sees the update each call
+applies and counts calls; inside, it sees and counts only the emitted optimizer steps.
+A guard locates the flagged step by replay either way, never from ``count``.
 """
 
 from __future__ import annotations
@@ -22,7 +26,10 @@ NONE_YET = -1  # ``first_step`` while every update seen was finite
 
 
 class NonFiniteRecordState(NamedTuple):
-    """``count`` updates seen; ``first_step``: the first non-finite one (or ``NONE_YET``)."""
+    """``count`` updates seen; ``first_step``: the first non-finite one (or ``NONE_YET``).
+
+    Both count this transformation's own updates (optimizer steps inside MultiSteps).
+    """
 
     count: jax.Array  # int32 []
     first_step: jax.Array  # int32 []

@@ -23,7 +23,7 @@ from nozero.plugin.batches import (
     spec_from_example,
 )
 
-__all__ = ["FieldRange", "TrainerUnderTest", "count_traces"]
+__all__ = ["FieldRange", "TrainerUnderTest"]
 
 RunFunction = Callable[[list[Batch]], Any]
 
@@ -71,7 +71,7 @@ class TrainerUnderTest:
     - ``field_ranges``: ``{field: FieldRange(...)}``, the valid values of varied fields
       (largest magnitude, non-zeros per row).
     - ``compile_count()``: optional; how many times the trainer has compiled so far (see
-      :func:`count_traces`). Each check then asserts it compiled at most once.
+      :func:`nozero.testing.count_traces`). Each check then asserts it compiled at most once.
     - ``steps_per_update``: gradient accumulation, batches per optimizer step. "Step" in
       the documented error, the history and every message then means optimizer step.
     """
@@ -150,30 +150,3 @@ def _shuffled_rows(rows: Mapping[str, np.ndarray]) -> CleanBatchMaker:
         return out
 
     return make_clean_batch
-
-
-def _cache_sizes(function: Any) -> Callable[[], int]:
-    """How to read one jitted function's number of compilations."""
-    seen = set()
-    while id(function) not in seen:
-        seen.add(id(function))
-        if callable(getattr(function, "_cache_size", None)):  # jax.jit
-            return function._cache_size
-        # equinox.filter_jit and functools.wraps-style wrappers hold the jitted function
-        inner = getattr(function, "_cached", None) or getattr(function, "__wrapped__", None)
-        if inner is None:
-            break
-        function = inner
-    raise TypeError(
-        f"count_traces: {function!r} is not a jitted function (jax.jit, equinox.filter_jit); "
-        "pass the function your run() calls, or compile_count=<your own counter>"
-    )
-
-
-def count_traces(*jitted: Any) -> Callable[[], int]:
-    """``compile_count`` for ``TrainerUnderTest``: the compilations of these jitted
-    functions so far, read from JAX's own cache, with no counter of your own."""
-    if not jitted:
-        raise TypeError("count_traces needs at least one jitted function")
-    readers = [_cache_sizes(function) for function in jitted]
-    return lambda: sum(read() for read in readers)

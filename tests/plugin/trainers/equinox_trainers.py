@@ -6,6 +6,7 @@ Copied into ``pytester`` directories and imported there by name.
 
 from __future__ import annotations
 
+import contextlib
 import math
 
 import equinox as eqx
@@ -15,7 +16,7 @@ import numpy as np
 import optax
 from jax.experimental import checkify
 
-from nozero import NonFiniteError, format_message
+from nozero import format_message
 from nozero.jax import nonfinite_errors
 from nozero.testing import TrainerUnderTest, count_traces
 
@@ -55,15 +56,9 @@ def error_if_run(convert: bool):
     def run(batches):
         params, opt_state = initial, tx.init(initial)
         for step, batch in enumerate(batches):
-            try:
+            with nonfinite_errors(step) if convert else contextlib.nullcontext():
                 params, opt_state, loss = error_if_step(params, opt_state, batch["x"], batch["y"])
                 loss.block_until_ready()
-            # Converted by hand: under eqx.filter_jit equinox 0.13 raises its own
-            # EquinoxRuntimeError, which nozero.jax.nonfinite_errors does not recognise.
-            except RuntimeError as err:
-                if not convert:
-                    raise
-                raise NonFiniteError(step, math.nan, math.nan) from err
         return eqx.combine(params, static)
 
     return run
