@@ -21,16 +21,12 @@ _HOOKS = frozenset(
         "register_post_accumulate_grad_hook",
     }
 )
-_NUMBER = m.Integer() | m.Float() | m.Imaginary()
 
 
 def is_constant(node: cst.BaseExpression, ctx: Context) -> bool:
     """A literal number, a named constant (``jnp.nan``) or a constant fill (zeros, ones)."""
-    if m.matches(node, _NUMBER | m.UnaryOperation(expression=_NUMBER)):
-        return True
-    if isinstance(node, cst.Attribute) and node.attr.value in vocab.CONSTANT_NAMES:
-        return True
-    return isinstance(node, cst.Call) and ctx.called(node) in vocab.CONSTANT_FILLS
+    expr, _ = ctx.facts.parse_expression(ctx.code(node))
+    return ctx.facts.is_constant(expr)
 
 
 def _argument(call: cst.Call, position: int, *keywords: str) -> cst.BaseExpression | None:
