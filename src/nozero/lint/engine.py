@@ -8,7 +8,7 @@ The pipeline, cheapest first:
    libcst), its imports resolved, and split into units (top-level statements and class
    body statements); only units whose text holds a trigger word or one of this file's
    names for one (an alias, a helper, a flag) are selected;
-3. libcst: each selected unit is parsed and the rules' matchers run over it, asking the
+3. libcst: each selected unit is parsed and the rules' visitors run over it, asking the
    whole-file ``FileFacts`` whether what they matched is training signal.
 
 ``shortcuts=False`` skips steps 1 and 2 (libcst parses the whole file); the findings must

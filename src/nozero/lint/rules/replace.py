@@ -5,11 +5,10 @@ from __future__ import annotations
 import ast
 
 import libcst as cst
-import libcst.matchers as m
 
 from nozero.lint import vocab
 from nozero.lint.imports import last_part
-from nozero.lint.rules.base import Context, Rule
+from nozero.lint.rules.base import Context, Rule, walk
 
 # Functions that apply another function over a pytree or a list, and gradient hooks.
 _MAPPERS = frozenset({"tree_map", "map", "map_structure", "tree_map_with_path"})
@@ -60,7 +59,7 @@ def _is_sanitizer_value(node: cst.BaseExpression, ctx: Context) -> bool:
     if isinstance(node, cst.Lambda):
         return any(
             ctx.called(call) in vocab.SANITIZERS or _sanitizer_helper_called(call, ctx)
-            for call in m.findall(node.body, m.Call())
+            for call in walk(node.body)
             if isinstance(call, cst.Call)
         )
     return False
@@ -232,7 +231,8 @@ class MaskedAssignment(Rule):
         if (
             isinstance(node.func, cst.Attribute)
             and isinstance(node.func.value, cst.Subscript)
-            and m.matches(node.func.value.value, m.Attribute(attr=m.Name("at")))
+            and isinstance(node.func.value.value, cst.Attribute)
+            and node.func.value.value.attr.value == "at"
             and self._masked(node.func.value, ctx)
         ):
             ctx.report(node, self)
