@@ -45,6 +45,9 @@ GOOD_SOURCE = textwrap.dedent(
     """
 )
 # Holds trigger text: a file without any is not nozero's to parse (NZ001).
+# An expression nested 600 deep: more than Python's default recursion limit lets libcst's
+# position metadata walk, well within what CPython's parser accepts.
+DEEP_SOURCE = "import jax.numpy as jnp\ngrads = " + "a + " * 600 + "jnp.nan_to_num(grads)\n"
 SYNTAX_ERROR_SOURCE = "def broken(:\n    return jnp.nan_to_num(grads)\n"
 
 
@@ -84,7 +87,11 @@ def lint(tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest
 
 
 def run_console_script(
-    *args: str, cwd: Path, stdin: bytes | None = None, timeout: float = 120
+    *args: str,
+    cwd: Path,
+    stdin: bytes | None = None,
+    timeout: float = 120,
+    env: dict[str, str] | None = None,
 ) -> Result:
     """The installed ``nozero`` console script, as a user or pre-commit runs it."""
     script = Path(sys.executable).with_name("nozero")
@@ -94,7 +101,7 @@ def run_console_script(
         input=stdin,
         capture_output=True,
         timeout=timeout,
-        env={**os.environ, "PYTHONIOENCODING": "utf-8"},
+        env={**os.environ, "PYTHONIOENCODING": "utf-8", **(env or {})},
     )
     return Result(
         completed.returncode,

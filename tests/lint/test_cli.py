@@ -7,11 +7,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+from nozero.lint.engine import RECURSION_LIMIT_VARIABLE
 from nozero.lint.rules import ALL_RULES, get_rule
 
 from .conftest import (
     BAD_LINE,
     BAD_SOURCE,
+    DEEP_SOURCE,
     GOOD_SOURCE,
     SYNTAX_ERROR_SOURCE,
     run_console_script,
@@ -264,13 +266,14 @@ def test_console_script_help_names_the_commands(tmp_path: Path):
 def test_an_internal_error_names_the_file_the_rest_is_linted_and_the_run_exits_2(
     tmp_path, nan_code
 ):
-    """A real input the engine cannot handle today: an expression nested deeper than
-    libcst's position metadata recurses (the standard library's parser accepts it)."""
+    """A deep expression with the engine's recursion limit lowered to Python's default
+    (``NOZERO_LINT_RECURSION_LIMIT``): libcst's position metadata really fails on it."""
     write(tmp_path / "a_train.py", BAD_SOURCE)
-    deep = "import jax.numpy as jnp\ngrads = " + "a + " * 600 + "jnp.nan_to_num(grads)\n"
-    write(tmp_path / "b_deep.py", deep)
+    write(tmp_path / "b_deep.py", DEEP_SOURCE)
     write(tmp_path / "c_train.py", BAD_SOURCE)
-    result = run_console_script("lint", "--no-cache", "--jobs", "1", cwd=tmp_path)
+    result = run_console_script(
+        "lint", "--no-cache", "--jobs", "1", cwd=tmp_path, env={RECURSION_LIMIT_VARIABLE: "1000"}
+    )
     assert result.code == 2, result.err
     assert [line.split(":")[0] for line in result.lines()] == ["a_train.py", "c_train.py"]
     assert "nozero: b_deep.py: internal error (RecursionError" in result.err

@@ -554,6 +554,136 @@ HAND_WRITTEN = [
             return sum(scores) / len(scores)
         """,
     ),
+    # ---- metrics derived from predictions, norms for reports: observations ----------
+    case(
+        "numpy metric of a prediction from params, NaN heads reported as None",
+        """\
+        import math
+        def evaluate(params, split):
+            ap = average_precision(predict(params, split.cls), split.labels)
+            return {h: float(v) if math.isfinite(v) else None for h, v in zip(split.heads, ap)}
+        """,
+    ),
+    case(
+        "sklearn score of model output replaced by 0.0",
+        """\
+        import numpy as np
+        from sklearn.metrics import roc_auc_score
+        def summary(params, x, y):
+            auc = roc_auc_score(y, np.asarray(apply_fn(params, x)))
+            return np.where(np.isnan(auc), 0.0, auc)
+        """,
+    ),
+    case(
+        "torchmetrics-style metric object of logits",
+        """\
+        import torch
+        def validation_step(self, batch):
+            logits = self.model(batch.x)
+            self.f1.update(logits, batch.y)
+            value = self.f1.compute()
+            return torch.where(torch.isnan(value), torch.zeros_like(value), value)
+        """,
+    ),
+    case(
+        "keras metric result of predictions",
+        """\
+        import tensorflow as tf
+        def report(model, x, y):
+            precision = tf.keras.metrics.Precision()
+            precision.update_state(y, model(x))
+            result = precision.result()
+            return tf.where(tf.math.is_nan(result), 0.0, result)
+        """,
+    ),
+    case(
+        "jax perplexity of the eval loss",
+        """\
+        import jax.numpy as jnp
+        def eval_summary(params, batch):
+            ppl = perplexity(model_apply(params, batch))
+            return jnp.where(jnp.isfinite(ppl), ppl, 0.0)
+        """,
+    ),
+    case(
+        "parameter norm for a report, None when non-finite",
+        """\
+        import math
+        import optax
+        def report(params):
+            norm = float(optax.global_norm(params))
+            return norm if math.isfinite(norm) else None
+        """,
+    ),
+    case(
+        "torch gradient norm logged as None",
+        """\
+        import math
+        import torch
+        def log_norm(model, writer):
+            norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0).item()
+            writer.add_scalar("grad_norm", norm if math.isfinite(norm) else None)
+        """,
+    ),
+    case(
+        "nan_to_num on the training loss beside a logged accuracy is still reported",
+        """\
+        import torch
+        def training_step(self, batch):
+            logits = self.model(batch.x)
+            accuracy = (logits.argmax(-1) == batch.y).float().mean()
+            self.log("acc", accuracy)
+            loss = torch.nn.functional.cross_entropy(logits, batch.y)
+            return torch.nan_to_num(loss)
+        """,
+        (7, "NZ101"),
+    ),
+    case(
+        "where(isfinite(loss), loss, 0.) in a step beside a metric is still reported",
+        """\
+        import jax, jax.numpy as jnp
+        def train_step(params, batch):
+            loss, grads = jax.value_and_grad(loss_fn)(params, batch)
+            acc = accuracy(predict(params, batch.x), batch.y)
+            loss = jnp.where(jnp.isfinite(loss), loss, 0.0)
+            return params, loss, acc
+        """,
+        (5, "NZ103"),
+    ),
+    case(
+        "keeping old params still reported when a metric is computed beside it",
+        """\
+        import math
+        for batch in loader:
+            new_params, loss = update(params, batch)
+            score = accuracy_score(batch.y, predict(new_params, batch.x))
+            params = new_params if math.isfinite(loss) else params
+        """,
+        (5, "NZ410"),
+    ),
+    case(
+        "a loss replaced by a converted value is still reported",
+        """\
+        import torch
+        loss = torch.where(torch.isfinite(loss), loss, torch.tensor(0.0))
+        """,
+        (2, "NZ103"),
+    ),
+    case(
+        "a gradient norm that skips the step is still reported",
+        """\
+        import math
+        import torch
+        for batch in loader:
+            model(batch).loss.backward()
+            norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0))
+            if not math.isfinite(norm):
+                optimizer.zero_grad()
+                continue
+            optimizer.step()
+        """,
+        (7, "NZ201"),
+    ),
     # ---- DeepSpeed / fairseq fp16 ---------------------------------------------------
     case(
         "deepspeed-style overflow skip, every rule on",

@@ -4,6 +4,7 @@ findings that never depend on the pre-filters."""
 from __future__ import annotations
 
 import ast
+import sys
 import textwrap
 from pathlib import Path
 
@@ -13,14 +14,23 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from nozero.lint import prefilter
-from nozero.lint.engine import DEFAULT_CODES, Finding, lint_source
+from nozero.lint.engine import DEEP_RECURSION_LIMIT, DEFAULT_CODES, Finding, lint_source
 from nozero.lint.rules import ALL_RULES
+
+from .conftest import DEEP_SOURCE
 
 EVERY_CODE = frozenset(rule.code for rule in ALL_RULES)
 BAD = (
     "import jax.numpy as jnp\n\ndef step(grads):\n    grads = jnp.nan_to_num(grads){}\n"
     "    return grads\n"
 )
+
+
+@pytest.mark.parametrize("shortcuts", [True, False])
+def test_an_expression_nested_past_the_default_recursion_limit_is_linted(shortcuts):
+    [finding] = lint_source(DEEP_SOURCE, "deep.py", shortcuts=shortcuts)
+    assert (finding.line, finding.code) == (2, "NZ101")
+    assert sys.getrecursionlimit() < DEEP_RECURSION_LIMIT  # raised only while linting
 
 
 def test_finding_fields_and_positions():

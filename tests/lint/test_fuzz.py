@@ -69,15 +69,7 @@ JOB = Job(frozenset(ALL_CODES), require_reason=True)
 PROGRAMS = hypothesmith.from_grammar()
 
 
-def without_form_feeds(source: str) -> str:
-    """A form feed in indentation shifts libcst's columns differently for a unit than
-    for the whole file (``test_a_form_feed_in_indentation_...`` below, a known
-    difference); elsewhere the fuzzing leaves it out so that it can find the next one."""
-    return source.replace("\x0c", " ")
-
-
 def assert_never_crashes_and_shortcuts_agree(source: str) -> None:
-    source = without_form_feeds(source)
     fast = lint_source(source, "fuzz.py", select=ALL_CODES, require_reason=True)
     slow = lint_source(source, "fuzz.py", select=ALL_CODES, require_reason=True, shortcuts=False)
     assert fast == slow, source
@@ -162,14 +154,29 @@ def test_mutated_examples_and_snippets(source: str) -> None:
     assert_never_crashes_and_shortcuts_agree(source)
 
 
-@pytest.mark.xfail(
-    strict=True, reason="unit columns after a form feed differ from the whole file's"
+@pytest.mark.parametrize(
+    ("source", "position"),
+    [
+        (
+            "def f(loss, grads):\n  x = 1\n\x0c  grads = jnp.nan_to_num(grads)\n  return grads\n",
+            (3, 12),
+        ),
+        ("import torch\n\x0closs = torch.nan_to_num(loss)\n", (2, 9)),
+        (
+            "class A:\n  x = 1\n\x0c  def f(self, g):\n"
+            "    y = 1\n\x0c    return jnp.nan_to_num(g)\n",
+            (5, 13),
+        ),
+    ],
 )
-def test_a_form_feed_in_indentation_gives_the_same_column_with_and_without_shortcuts():
-    """Found by the fuzzing above: the finding is the same but its column is one off."""
-    source = "def f(loss, grads):\n  x = 1\n\x0c  grads = jnp.nan_to_num(grads)\n  return grads\n"
+def test_a_form_feed_in_indentation_gives_the_same_column_with_and_without_shortcuts(
+    source, position
+):
+    """Found by the fuzzing above: libcst drops some form feeds from indentation when it
+    generates code, depending on the lines around them; columns are the file's own."""
     fast = lint_source(source, select=ALL_CODES)
-    assert fast and fast == lint_source(source, select=ALL_CODES, shortcuts=False)
+    assert [(f.line, f.col) for f in fast] == [position]
+    assert fast == lint_source(source, select=ALL_CODES, shortcuts=False)
 
 
 def test_the_fuzzed_examples_reach_the_rules():

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from nozero.lint.catalog import CATALOG
-from nozero.lint.engine import Finding
+from nozero.lint.engine import RECURSION_LIMIT_VARIABLE, Finding
 from nozero.lint.output import render
 
-from .conftest import BAD_LINE, BAD_SOURCE, SYNTAX_ERROR_SOURCE, write
+from .conftest import BAD_LINE, BAD_SOURCE, DEEP_SOURCE, SYNTAX_ERROR_SOURCE, write
 
 
 @pytest.fixture
@@ -146,9 +146,10 @@ def test_an_undecodable_file_appears_in_every_machine_readable_format(lint, proj
     assert github.code == 1
 
 
-def test_an_internal_error_marks_the_sarif_run_unsuccessful(lint, project):
-    deep = "import jax.numpy as jnp\ngrads = " + "a + " * 600 + "jnp.nan_to_num(grads)\n"
-    write(project / "src" / "deep.py", deep)
+def test_an_internal_error_marks_the_sarif_run_unsuccessful(lint, project, monkeypatch):
+    """A deep expression under Python's default recursion limit fails inside libcst."""
+    monkeypatch.setenv(RECURSION_LIMIT_VARIABLE, "1000")
+    write(project / "src" / "deep.py", DEEP_SOURCE)
     result = lint("--format", "sarif", "--jobs", "1")
     assert result.code == 2
     [run] = json.loads(result.out)["runs"]

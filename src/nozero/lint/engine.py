@@ -8,7 +8,7 @@ The pipeline, cheapest first:
    libcst), its imports resolved, and split into units (top-level statements and class
    body statements); only units whose text holds a trigger word or one of this file's
    names for one (an alias, a helper, a flag) are selected;
-3. libcst: each selected unit is parsed and the rules' matchers run over it, asking the
+3. libcst: each selected unit is parsed and the rules' visitors run over it, asking the
    whole-file ``FileFacts`` whether what they matched is training signal.
 
 ``shortcuts=False`` skips steps 1 and 2 (libcst parses the whole file); the findings must
@@ -19,6 +19,9 @@ from __future__ import annotations
 
 import ast
 import gc
+import os
+import sys
+import threading
 import warnings
 from collections.abc import Callable, Collection
 
@@ -36,6 +39,16 @@ from nozero.lint.signal import FileFacts
 DEFAULT_CODES = frozenset(rule.code for rule in ALL_RULES if rule.default_enabled)
 SYNTAX_ERROR = "NZ001"
 NOQA_WITHOUT_REASON = "NZ002"
+# libcst's metadata and the facts' walkers recurse once per level of an expression: a
+# long chain (``a + a + ... + b``, generated tables) needs more than Python's default
+# 1000 frames. Linting runs in a thread with this stack and recursion limit, so such
+# files are linted (up to the depth CPython's own parser accepts). The environment
+# variable ``NOZERO_LINT_RECURSION_LIMIT`` sets another limit: a low one makes a deep
+# expression fail inside libcst for real, which is how the tests reach the report of an
+# internal error.
+DEEP_STACK_BYTES = 512 * 1024 * 1024
+DEEP_RECURSION_LIMIT = 20_000
+RECURSION_LIMIT_VARIABLE = "NOZERO_LINT_RECURSION_LIMIT"
 
 
 def lint_source(
@@ -56,10 +69,46 @@ def lint_source(
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # the linted code's own invalid escapes etc.
-            return _lint(source, path, select, require_reason, shortcuts)
+            return _deep(lambda: _lint(source, path, select, require_reason, shortcuts))
     finally:
         if collecting:
             gc.enable()
+
+
+def _deep(work: Callable[[], list[Finding]]) -> list[Finding]:
+    """``work()`` in a thread with ``DEEP_STACK_BYTES`` of stack and the recursion limit
+    raised to ``DEEP_RECURSION_LIMIT`` (both restored after); its exception re-raised."""
+    outcome: list[list[Finding]] = []
+    failure: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            outcome.append(work())
+        except BaseException as err:  # noqa: BLE001 - handed to the calling thread
+            failure.append(err)
+
+    limit = sys.getrecursionlimit()
+    with _STACK_LOCK:
+        size = threading.stack_size(DEEP_STACK_BYTES)
+        try:
+            thread = threading.Thread(target=run, name="nozero-lint")
+            thread.start()
+        finally:
+            threading.stack_size(size)
+    configured = os.environ.get(RECURSION_LIMIT_VARIABLE, "")
+    sys.setrecursionlimit(
+        int(configured) if configured.isdigit() else max(limit, DEEP_RECURSION_LIMIT)
+    )
+    try:
+        thread.join()
+    finally:
+        sys.setrecursionlimit(limit)
+    if failure:
+        raise failure[0]
+    return outcome[0]
+
+
+_STACK_LOCK = threading.Lock()
 
 
 def _lint(

@@ -140,31 +140,33 @@ def _starts_line(node: ast.stmt, lines: list[str]) -> bool:
     return not lines[_first_line(node) - 1].encode()[:column].strip()
 
 
-def _unit_of(node: ast.stmt) -> Unit:
-    return Unit(_first_line(node), node.end_lineno or node.lineno, [node], node.col_offset > 0)
+def _unit_of(node: ast.stmt, nested: bool) -> Unit:
+    return Unit(_first_line(node), node.end_lineno or node.lineno, [node], nested)
 
 
 def split_units(tree: ast.Module, lines: list[str]) -> list[Unit]:
     """Top-level statements, with class bodies split into their statements (so that one
     suspicious method does not send a whole class to libcst). Statements sharing a line
     (``a = 1; b = 2``) stay in one unit."""
-    statements: list[ast.stmt] = []
+    # (statement, inside a class body). Not its column: a top-level line may start with
+    # a form feed, which ``ast`` counts as a column and the tokenizer as no indentation.
+    statements: list[tuple[ast.stmt, bool]] = []
 
-    def add(body: list[ast.stmt]) -> None:
+    def add(body: list[ast.stmt], nested: bool) -> None:
         for node in body:
             if (
                 isinstance(node, ast.ClassDef)
                 and node.body
                 and all(_starts_line(child, lines) for child in node.body)
             ):
-                add(node.body)
+                add(node.body, True)
             else:
-                statements.append(node)
+                statements.append((node, nested))
 
-    add(tree.body)
+    add(tree.body, False)
     units: list[Unit] = []
-    for node in statements:
-        unit = _unit_of(node)
+    for node, nested in statements:
+        unit = _unit_of(node, nested)
         if units and unit.first <= units[-1].last:
             units[-1].last = max(units[-1].last, unit.last)
             units[-1].nodes.append(node)
@@ -221,10 +223,10 @@ def narrow(
                 return [unit], holders
             holders.add(function)
             if statement is not None and _starts_line(statement, lines):
-                piece = _unit_of(statement)
+                piece = _unit_of(statement, True)
                 piece.enclosing = function.lineno
-            else:
-                piece = _unit_of(function)
+            else:  # nested unless it is the unit's own top-level statement
+                piece = _unit_of(function, unit.nested or function not in unit.nodes)
             pieces[id(piece.nodes[0])] = piece
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and _starts_line(node, lines):
             body = {id(child) for child in node.body}

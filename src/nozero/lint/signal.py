@@ -28,6 +28,10 @@ _BOOLEAN_CALLS = frozenset(
     {"all", "any", "bool", "logical_and", "logical_or", "logical_not", "tree_all", "item"}
 )
 
+# Words that keep a call named for a metric a training call (``train_and_evaluate``,
+# ``accuracy_loss``).
+_TRAINING_NAME_WORDS = frozenset({"loss", "train", "step", "grad", "grads", "update"})
+
 
 def scope_nodes(root: ast.AST) -> Iterator[ast.AST]:
     """Every node of one scope: nested functions and classes are their own scopes."""
@@ -360,7 +364,7 @@ class FileFacts:
 
     def is_signal(self, expr: ast.expr, scope: Scope) -> bool:
         """Does ``expr`` carry training signal (by name, by origin or through a helper)?"""
-        for node in ast.walk(expr):
+        for node in self._signal_carriers(expr):
             if isinstance(node, ast.Name):
                 if node.id in scope.signal or vocab.is_signal_name(node.id):
                     return True
@@ -373,6 +377,33 @@ class FileFacts:
             elif isinstance(node, ast.Call) and self._call_returns_signal(node, scope):
                 return True
         return False
+
+    def _signal_carriers(self, expr: ast.expr) -> Iterator[ast.AST]:
+        """The nodes of ``expr`` through which signal can reach its value. A metric's result
+        (``average_precision(predict(params, x), y)``, ``accuracy_score(...)``,
+        ``metric.compute()``) is an observation derived from signal, not signal: the walk
+        does not enter its arguments."""
+        stack: list[ast.AST] = [expr]
+        while stack:
+            node = stack.pop()
+            yield node
+            if isinstance(node, ast.Call) and self.computes_metric(node):
+                continue
+            stack.extend(ast.iter_child_nodes(node))
+
+    def computes_metric(self, call: ast.Call) -> bool:
+        """A call to a metric (its name, or its receiver's, names a score, a precision,
+        an accuracy...), unless it is also named for a loss."""
+        func = call.func
+        names = [last_part(self.qualified(func) or getattr(func, "attr", None))]
+        if isinstance(func, ast.Attribute):
+            names.append(last_part(dotted_name(func.value) or ""))
+        return any(
+            name
+            and vocab.is_metric_name(name)
+            and not _TRAINING_NAME_WORDS & set(vocab.name_words(name))
+            for name in names
+        )
 
     def _call_returns_signal(self, call: ast.Call, scope: Scope) -> bool:
         if self._is_grad_transform(call.func, scope):
@@ -644,24 +675,33 @@ class FileFacts:
                 if self.is_nonfinite_test(mask, scope, self.source):
                     return True
             elif name == "where" and len(node.args) >= 3:
-                if any(self._is_constant(b) for b in node.args[1:3]) and self.is_nonfinite_test(
+                if any(self.is_constant(b) for b in node.args[1:3]) and self.is_nonfinite_test(
                     node.args[0], scope, self.source
                 ):
                     return True
         return False
 
-    def _is_constant(self, node: ast.expr) -> bool:
-        """A number, ``-1.0``, ``jnp.nan`` or a constant fill (``zeros_like(x)``)."""
+    def is_constant(self, node: ast.expr) -> bool:
+        """A number, ``-1.0``, ``jnp.nan``, a constant fill (``zeros_like(x)``) or a
+        conversion of a constant (``torch.tensor(0.0)``, ``float("nan")``; ``float(v)``
+        converts a value and is no constant)."""
         if isinstance(node, ast.UnaryOp):
             node = node.operand
         if isinstance(node, ast.Constant):
-            return isinstance(node.value, int | float | complex)
+            return isinstance(node.value, int | float | complex) and not isinstance(
+                node.value, bool
+            )
         if isinstance(node, ast.Attribute):
             return node.attr in vocab.CONSTANT_NAMES
-        return isinstance(node, ast.Call) and (
-            last_part(self.qualified(node.func) or getattr(node.func, "attr", None))
-            in vocab.CONSTANT_FILLS
-        )
+        if not isinstance(node, ast.Call):
+            return False
+        name = last_part(self.qualified(node.func) or getattr(node.func, "attr", None))
+        if name in vocab.CONSTANT_CONVERSIONS:
+            return bool(node.args) and all(
+                self.is_constant(a) or (isinstance(a, ast.Constant) and isinstance(a.value, str))
+                for a in node.args
+            )
+        return name in vocab.CONSTANT_FILLS
 
     def _raises_somewhere(self, fn: FunctionNode) -> bool:
         """A raise on some path counts (a helper that re-raises when out of retries)."""

@@ -25,13 +25,10 @@ CONSTANT_FILLS = frozenset(
         "full",
         "full_like",
         "fill",
-        "constant",
-        "array",
-        "asarray",
-        "tensor",
-        "float",
     }
 )
+# Conversions that are a constant only when what they convert is one (``tensor(0.0)``).
+CONSTANT_CONVERSIONS = frozenset({"constant", "array", "asarray", "tensor", "float"})
 CONSTANT_NAMES = frozenset({"nan", "inf", "NaN", "Inf", "pi", "e"})
 # Calls that pick between two values elementwise or as a whole.
 SELECTORS = frozenset({"where", "select", "cond", "switch"})
@@ -309,6 +306,20 @@ METRIC_WORDS = frozenset(
         "acc",
         "accuracy",
         "auc",
+        "roc",
+        "precision",
+        "recall",
+        "f1",
+        "fbeta",
+        "iou",
+        "bleu",
+        "rouge",
+        "perplexity",
+        "ppl",
+        "psnr",
+        "ssim",
+        "evaluate",
+        "confusion",
         "plot",
         "hist",
         "history",

@@ -632,7 +632,10 @@ class Flows:
                         self._add(unit, "sentinel", stmt, found[0])
             elif isinstance(node, ast.IfExp):
                 found = _strong(self.flag_of(unit, node.test, extra))
-                if found and not any(self._constant(b) for b in (node.body, node.orelse)):
+                branches = (node.body, node.orelse)
+                # a constant is NZ103's; None is no old state: it marks the value missing,
+                # and anything that computes with it fails loudly
+                if found and not any(self.facts.is_constant(b) or _none(b) for b in branches):
                     if self._signal(unit, node.body, extra) or self._signal(
                         unit, node.orelse, extra
                     ):
@@ -681,7 +684,7 @@ class Flows:
         if called in ("cond", "switch") and any(self._zeroes(b) for b in branches):
             self._add(unit, "zero", stmt, found[0])
             return
-        if any(self._constant(b) for b in branches):
+        if any(self.facts.is_constant(b) for b in branches):
             if found[0].weak:
                 return
             if found[0].scaling or unit.scaling or _names(args[0]) & extra:
@@ -774,15 +777,6 @@ class Flows:
                 if node.id in names and isinstance(value, ast.Call) and value.args:
                     return _negative(value.args[0])
         return False
-
-    def _constant(self, node: ast.expr) -> bool:
-        if isinstance(node, ast.UnaryOp):
-            node = node.operand
-        if isinstance(node, ast.Constant):
-            return isinstance(node.value, int | float) and not isinstance(node.value, bool)
-        if isinstance(node, ast.Attribute):
-            return node.attr in vocab.CONSTANT_NAMES
-        return isinstance(node, ast.Call) and self._called(node) in vocab.CONSTANT_FILLS
 
     # ---- what an expression says about finiteness --------------------------------
     def flag_of(self, unit: _Unit, expr: ast.expr, extra: set[str] | None = None) -> Flag | None:

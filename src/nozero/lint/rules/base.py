@@ -9,6 +9,7 @@ test on it (the whole-file ``FileFacts``), and where a node is.
 from __future__ import annotations
 
 import dataclasses
+import io
 import textwrap
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -20,7 +21,9 @@ from libcst.metadata import CodeRange, PositionProvider
 
 from nozero.lint import catalog, vocab
 from nozero.lint.imports import last_part, resolve
-from nozero.lint.signal import FileFacts
+from nozero.lint.signal import FileFacts, line_starts
+
+_INDENTATION = " \t\x0c"
 
 
 @dataclass(frozen=True)
@@ -157,6 +160,30 @@ class Context:
         return self.facts.is_guarded(self.scope_key)
 
     # ---- reporting ------------------------------------------------------------------
+    def _source_column(self, line: int, column: int) -> int:
+        """libcst's ``column`` on the unit's ``line``, as a column of the file's own line.
+
+        libcst measures columns in the code it generates, which may drop a form feed
+        from a line's indentation (depending on the lines around it, so a unit and the
+        whole file would disagree). The rest of the line is the same text: the column
+        moves by the difference between the two indentations."""
+        source = self.facts.source
+        starts = line_starts(source)
+        number = line + self.line_offset
+        if not 0 < number < len(starts):
+            return column
+        own = source[starts[number - 1] : starts[number]]
+        indent = len(own) - len(own.lstrip(_INDENTATION))
+        if "\x0c" not in own[:indent] or line > len(self._generated_lines):
+            return column
+        generated = self._generated_lines[line - 1]
+        generated_indent = len(generated) - len(generated.lstrip(_INDENTATION))
+        return column - generated_indent + indent if column >= generated_indent else column
+
+    @cached_property
+    def _generated_lines(self) -> list[str]:
+        return io.StringIO(self.module.code, newline="").readlines()
+
     def report(self, node: cst.CSTNode, rule: Rule, detail: str = "") -> None:
         if self.facts.only_observes(self.scope_key) or self.facts.in_test(self.scope_key):
             return  # evaluation, metrics, plots and tests touch no training signal
@@ -171,7 +198,7 @@ class Context:
         self.hits.append(
             Hit(
                 start.line + self.line_offset,
-                start.column + 1,
+                self._source_column(start.line, start.column) + 1,
                 rule.code,
                 message,
                 span.start.line + self.line_offset,
@@ -213,6 +240,13 @@ def children(node: cst.CSTNode) -> list[cst.CSTNode]:
         elif isinstance(value, list | tuple):
             found.extend(v for v in value if isinstance(v, cst.CSTNode))
     return found
+
+
+def is_literal(node: cst.CSTNode, *texts: str) -> bool:
+    """Is ``node`` the name or integer literal written as one of ``texts`` (``None``,
+    ``False``, ``0``)? (Plain checks: ``libcst.matchers`` costs a third of a second to
+    import, more than the rest of a one-file run.)"""
+    return isinstance(node, cst.Name | cst.Integer) and node.value in texts
 
 
 def walk(node: cst.CSTNode) -> Iterator[cst.CSTNode]:

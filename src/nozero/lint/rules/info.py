@@ -3,16 +3,23 @@
 from __future__ import annotations
 
 import libcst as cst
-import libcst.matchers as m
 
 from nozero.lint import vocab
-from nozero.lint.rules.base import Context, Rule, walk
+from nozero.lint.rules.base import Context, Rule, is_literal, walk
 
-# ``step % N == 0`` (either side) and ``not step % N``.
-_MODULO = m.BinaryOperation(operator=m.Modulo())
-_PERIODIC = m.Comparison(
-    left=_MODULO, comparisons=[m.ComparisonTarget(operator=m.Equal(), comparator=m.Integer("0"))]
-) | m.UnaryOperation(operator=m.Not(), expression=_MODULO)
+
+def _modulo(node: cst.BaseExpression) -> bool:
+    return isinstance(node, cst.BinaryOperation) and isinstance(node.operator, cst.Modulo)
+
+
+def _periodic(node: cst.CSTNode) -> bool:
+    """``step % N == 0`` and ``not step % N``."""
+    if isinstance(node, cst.UnaryOperation):
+        return isinstance(node.operator, cst.Not) and _modulo(node.expression)
+    if not (isinstance(node, cst.Comparison) and _modulo(node.left)):
+        return False
+    [*rest, last] = node.comparisons
+    return not rest and isinstance(last.operator, cst.Equal) and is_literal(last.comparator, "0")
 
 
 def _checks_finiteness(node: cst.CSTNode, ctx: Context) -> bool:
@@ -40,7 +47,7 @@ class PeriodicFiniteCheck(Rule):
     ]
 
     def visit_If(self, node: cst.If, ctx: Context) -> None:
-        if not m.findall(node.test, _PERIODIC):
+        if not any(_periodic(child) for child in walk(node.test)):
             return
         if ctx.is_nonfinite_test(node.test) or _checks_finiteness(node.body, ctx):
             ctx.report(node, self)

@@ -5,11 +5,10 @@ from __future__ import annotations
 import ast
 
 import libcst as cst
-import libcst.matchers as m
 
 from nozero.lint import vocab
 from nozero.lint.imports import last_part
-from nozero.lint.rules.base import Context, Rule
+from nozero.lint.rules.base import Context, Rule, walk
 
 # Functions that apply another function over a pytree or a list, and gradient hooks.
 _MAPPERS = frozenset({"tree_map", "map", "map_structure", "tree_map_with_path"})
@@ -21,16 +20,12 @@ _HOOKS = frozenset(
         "register_post_accumulate_grad_hook",
     }
 )
-_NUMBER = m.Integer() | m.Float() | m.Imaginary()
 
 
 def is_constant(node: cst.BaseExpression, ctx: Context) -> bool:
     """A literal number, a named constant (``jnp.nan``) or a constant fill (zeros, ones)."""
-    if m.matches(node, _NUMBER | m.UnaryOperation(expression=_NUMBER)):
-        return True
-    if isinstance(node, cst.Attribute) and node.attr.value in vocab.CONSTANT_NAMES:
-        return True
-    return isinstance(node, cst.Call) and ctx.called(node) in vocab.CONSTANT_FILLS
+    expr, _ = ctx.facts.parse_expression(ctx.code(node))
+    return ctx.facts.is_constant(expr)
 
 
 def _argument(call: cst.Call, position: int, *keywords: str) -> cst.BaseExpression | None:
@@ -64,7 +59,7 @@ def _is_sanitizer_value(node: cst.BaseExpression, ctx: Context) -> bool:
     if isinstance(node, cst.Lambda):
         return any(
             ctx.called(call) in vocab.SANITIZERS or _sanitizer_helper_called(call, ctx)
-            for call in m.findall(node.body, m.Call())
+            for call in walk(node.body)
             if isinstance(call, cst.Call)
         )
     return False
@@ -236,7 +231,8 @@ class MaskedAssignment(Rule):
         if (
             isinstance(node.func, cst.Attribute)
             and isinstance(node.func.value, cst.Subscript)
-            and m.matches(node.func.value.value, m.Attribute(attr=m.Name("at")))
+            and isinstance(node.func.value.value, cst.Attribute)
+            and node.func.value.value.attr.value == "at"
             and self._masked(node.func.value, ctx)
         ):
             ctx.report(node, self)

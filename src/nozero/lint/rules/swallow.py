@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 import libcst as cst
-import libcst.matchers as m
 
 from nozero.lint import vocab
 from nozero.lint.imports import last_part
-from nozero.lint.rules.base import Context, Rule, raises, walk
+from nozero.lint.rules.base import Context, Rule, is_literal, raises, walk
 
 
 def _caught_names(handler: cst.ExceptHandler, ctx: Context) -> set[str]:
@@ -46,7 +45,7 @@ def _ends_run(handler: cst.ExceptHandler, ctx: Context) -> bool:
     return (
         isinstance(final, cst.Return)
         and final.value is not None
-        and not m.matches(final.value, m.Name("None"))
+        and not is_literal(final.value, "None")
         and not ctx.is_signal(final.value)
         and not (
             isinstance(final.value, cst.Name)

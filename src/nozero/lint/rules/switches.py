@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import libcst as cst
-import libcst.matchers as m
 
 from nozero.lint import vocab
-from nozero.lint.rules.base import Context, Example, Rule
+from nozero.lint.rules.base import Context, Example, Rule, is_literal
 
-_FALSE = m.Name("False") | m.Integer("0")
-_TRUE = m.Name("True") | m.Integer("1")
+_FALSE = ("False", "0")
+_TRUE = ("True", "1")
 
 
 def _enables(node: cst.Name | cst.Attribute, ctx: Context) -> bool:
@@ -82,7 +81,7 @@ class _SwitchOff(Rule):
     values: ``clip_grad_norm_(..., error_if_nonfinite=False)``, ``{"key": value}``."""
 
     keyword: str
-    bad_value: m.BaseMatcherNode
+    bad_value: tuple[str, ...]  # literals (``False``, ``0``) that turn the check off
     # also a setting named ``<prefix>_<keyword>`` (``ctc_zero_infinity``), and a value
     # read from such a setting of a config object
     follows_settings: bool = False
@@ -120,15 +119,17 @@ class _SwitchOff(Rule):
             self._report_if_bad(node, node.value, ctx)
 
     def visit_Assign(self, node: cst.Assign, ctx: Context) -> None:
-        target = m.Attribute(attr=m.Name(self.keyword))
-        if any(m.matches(t.target, target) for t in node.targets):
+        if any(
+            isinstance(t.target, cst.Attribute) and t.target.attr.value == self.keyword
+            for t in node.targets
+        ):
             self._report_if_bad(node, node.value, ctx)
 
     def _report_if_bad(self, node: cst.CSTNode, value: cst.BaseExpression, ctx: Context) -> None:
         if isinstance(value, cst.Call) and ctx.called(value) == "get" and len(value.args) >= 2:
             value = value.args[1].value  # ``config.get("zero_infinity", True)``: its default
         read = value.attr.value if isinstance(value, cst.Attribute) else ""
-        if m.matches(value, self.bad_value) or (self.follows_settings and self._named(read)):
+        if is_literal(value, *self.bad_value) or (self.follows_settings and self._named(read)):
             ctx.report(node, self)
 
 
