@@ -76,6 +76,8 @@ def scaler_at_work(nodes: Iterable[ast.AST]) -> bool:
 
 
 def _evidence(node: ast.AST) -> bool:
+    if isinstance(node, ast.ClassDef):
+        return node.name in SCALER_TYPES  # the scaler's own implementation
     if isinstance(node, ast.Name):
         return node.id in SCALER_TYPES
     if isinstance(node, ast.Attribute):
