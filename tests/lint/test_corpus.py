@@ -696,44 +696,28 @@ HAND_WRITTEN = [
         """,
     ),
     # ---- fp16 loss scaling is decided by a scaler at work, not by a flag's name ------
-    case(
-        "found_inf named flag in a plain loop: clear zero-and-continue",
-        """\
-        import torch
-        def train(model, opt, loader):
-            for x, y in loader:
-                loss = model(x, y)
-                if torch.isnan(loss):
-                    continue
-                loss.backward()
-                found_inf = any(not torch.isfinite(p.grad).all() for p in model.parameters())
-                if found_inf:
-                    opt.zero_grad()
-                    continue
-                opt.step()
-        """,
-        (6, "NZ201"),
-        (10, "NZ201"),
-    ),
-    case(
-        "found_inf named flag in a plain loop, every rule on",
-        """\
-        import torch
-        def train(model, opt, loader):
-            for x, y in loader:
-                loss = model(x, y)
-                if torch.isnan(loss):
-                    continue
-                loss.backward()
-                found_inf = any(not torch.isfinite(p.grad).all() for p in model.parameters())
-                if found_inf:
-                    opt.zero_grad()
-                    continue
-                opt.step()
-        """,
-        (6, "NZ201"),
-        (10, "NZ201"),
-        every_rule=True,
+    *(
+        case(
+            f"found_inf named flag in a plain loop: clear zero-and-continue{suffix}",
+            """\
+            import torch
+            def train(model, opt, loader):
+                for x, y in loader:
+                    loss = model(x, y)
+                    if torch.isnan(loss):
+                        continue
+                    loss.backward()
+                    found_inf = any(not torch.isfinite(p.grad).all() for p in model.parameters())
+                    if found_inf:
+                        opt.zero_grad()
+                        continue
+                    opt.step()
+            """,
+            (6, "NZ201"),
+            (10, "NZ201"),
+            every_rule=every_rule,
+        )
+        for suffix, every_rule in (("", False), (", every rule on", True))
     ),
     *(
         case(
