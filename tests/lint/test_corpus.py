@@ -437,7 +437,7 @@ HAND_WRITTEN = [
         "keras LossScaleOptimizer finiteness check, every rule on",
         """\
         import tensorflow as tf
-        class Scaled:
+        class Scaled(tf.keras.mixed_precision.LossScaleOptimizer):
             def apply_gradients(self, grads, variables):
                 finite = self.check_finite(grads)
                 return tf.cond(finite, lambda: self.inner.apply(grads, variables), lambda: None)
@@ -739,10 +739,23 @@ HAND_WRITTEN = [
                 grad_norm = self.clip_grad_norm(self.cfg.clip_norm)
                 self.optimizer.step()
             except OverflowError:
+                logger.info("loss scale %s", self.optimizer.scaler.loss_scale)
                 self.zero_grad()
         """,
-        (6, "NZ406"),
+        (7, "NZ406"),
         every_rule=True,
+    ),
+    case(
+        "OverflowError handler with no scaler in sight",
+        """\
+        def train_step(self, samples):
+            try:
+                grad_norm = self.clip_grad_norm(self.cfg.clip_norm)
+                self.optimizer.step()
+            except OverflowError:
+                self.zero_grad()
+        """,
+        (6, "NZ201"),
     ),
     case(
         "grad scaler used as documented",
@@ -761,13 +774,14 @@ HAND_WRITTEN = [
         "found_inf from unscaling skips the step, every rule on",
         """\
         import torch
-        def step(self, optimizer):
-            found_inf = self._unscale_grads(optimizer)
-            if found_inf.item():
-                return None
-            optimizer.step()
+        class GradScaler:
+            def step(self, optimizer):
+                found_inf = self._unscale_grads(optimizer)
+                if found_inf.item():
+                    return None
+                optimizer.step()
         """,
-        (5, "NZ406"),
+        (6, "NZ406"),
         every_rule=True,
     ),
     case(
@@ -810,6 +824,192 @@ HAND_WRITTEN = [
                 total_norm = -1
             return total_norm
         """,
+    ),
+    # ---- fp16 loss scaling is decided by a scaler at work, not by a flag's name ------
+    *(
+        case(
+            f"found_inf named flag in a plain loop: clear zero-and-continue{suffix}",
+            """\
+            import torch
+            def train(model, opt, loader):
+                for x, y in loader:
+                    loss = model(x, y)
+                    if torch.isnan(loss):
+                        continue
+                    loss.backward()
+                    found_inf = any(not torch.isfinite(p.grad).all() for p in model.parameters())
+                    if found_inf:
+                        opt.zero_grad()
+                        continue
+                    opt.step()
+            """,
+            (6, "NZ201"),
+            (10, "NZ201"),
+            every_rule=every_rule,
+        )
+        for suffix, every_rule in (("", False), (", every rule on", True))
+    ),
+    *(
+        case(
+            f"the same loop driven by a GradScaler{suffix}",
+            """\
+            import torch
+            def train(model, opt, loader, scaler):
+                for x, y in loader:
+                    loss = model(x, y)
+                    if torch.isnan(loss):
+                        continue
+                    scaler.scale(loss).backward()
+                    found_inf = any(not torch.isfinite(p.grad).all() for p in model.parameters())
+                    if found_inf:
+                        opt.zero_grad()
+                        continue
+                    scaler.step(opt)
+                    scaler.update()
+            """,
+            *expected,
+            every_rule=every_rule,
+        )
+        for suffix, expected, every_rule in (
+            ("", (), False),
+            (", every rule on", ((6, "NZ406"), (10, "NZ406"), (12, "NZ406")), True),
+        )
+    ),
+    *(
+        case(
+            f"DeepSpeed-style: the scale is lowered in another method{suffix}",
+            """\
+            class FP16Optimizer:
+                def step(self):
+                    self.overflow = self.overflow_checker.check_using_norm(self.norms)
+                    if self.overflow:
+                        return self.overflow
+                    self.optimizer.step()
+
+                def lower_scale(self, skip):
+                    if skip:
+                        self.cur_scale = max(self.cur_scale / self.scale_factor, self.min_scale)
+            """,
+            *expected,
+            every_rule=every_rule,
+        )
+        for suffix, expected, every_rule in (
+            ("", (), False),
+            (", every rule on", ((5, "NZ406"),), True),
+        )
+    ),
+    *(
+        case(
+            f"flax DynamicScale is_fin keeps the old state{suffix}",
+            """\
+            import jax
+            import jax.numpy as jnp
+            def train_step(state, batch):
+                grad_fn = state.dynamic_scale.value_and_grad(loss_fn)
+                dynamic_scale, is_fin, loss, grads = grad_fn(state.params, batch)
+                new = state.apply_gradients(grads=grads)
+                kept = jax.tree.map(lambda n, o: jnp.where(is_fin, n, o), new.params, state.params)
+                return new.replace(params=kept, dynamic_scale=dynamic_scale)
+            """,
+            *expected,
+            every_rule=every_rule,
+        )
+        for suffix, expected, every_rule in (
+            ("", (), False),
+            (", every rule on", ((7, "NZ406"),), True),
+        )
+    ),
+    case(
+        "JAX is_fin from a plain helper, no dynamic scale: the old state is kept",
+        """\
+        import jax
+        import jax.numpy as jnp
+        import optax
+        def train_step(params, opt_state, batch):
+            loss, grads = jax.value_and_grad(loss_fn)(params, batch)
+            updates, opt_state = tx.update(grads, opt_state, params)
+            is_fin = grads_are_finite(grads)
+            new_params = optax.apply_updates(params, updates)
+            params = jax.tree.map(lambda n, o: jnp.where(is_fin, n, o), new_params, params)
+            return params, opt_state
+        """,
+        (9, "NZ410"),
+    ),
+    case(
+        "found_inf from an opaque call, no scale adjusted",
+        """\
+        class Optimizer:
+            def step(self):
+                found_inf = self.scaler.unscale_grads(self.optimizer)
+                if found_inf:
+                    self.zero_grad()
+                self.optimizer.step()
+        """,
+        (5, "NZ201"),
+    ),
+    case(
+        "keras finiteness check outside a LossScaleOptimizer",
+        """\
+        import tensorflow as tf
+        class Scaled:
+            def apply_gradients(self, grads, variables):
+                finite = self.check_finite(grads)
+                return tf.cond(finite, lambda: self.inner.apply(grads, variables), lambda: None)
+        """,
+        (5, "NZ410"),
+    ),
+    case(
+        "TF overflow flag with no loss scale: the step is skipped",
+        """\
+        import tensorflow as tf
+        def train_step(model, optimizer, x, y):
+            with tf.GradientTape() as tape:
+                loss = model.compiled_loss(y, model(x))
+            grads = tape.gradient(loss, model.trainable_variables)
+            overflow = not all(tf.reduce_all(tf.math.is_finite(g)) for g in grads)
+            if overflow:
+                return loss
+            optimizer.apply_gradients(zip(grads, model.trainable_variables))
+            return loss
+        """,
+        (8, "NZ201"),
+    ),
+    *(
+        case(
+            f"TF overflow flag under a LossScaleOptimizer's scaled loss{suffix}",
+            """\
+            import tensorflow as tf
+            def train_step(model, optimizer, x, y):
+                with tf.GradientTape() as tape:
+                    loss = model.compiled_loss(y, model(x))
+                    scaled = optimizer.get_scaled_loss(loss)
+                grads = optimizer.get_unscaled_gradients(tape.gradient(scaled, model.weights))
+                overflow = not all(tf.reduce_all(tf.math.is_finite(g)) for g in grads)
+                if overflow:
+                    return loss
+                optimizer.apply_gradients(zip(grads, model.trainable_variables))
+                return loss
+            """,
+            *expected,
+            every_rule=every_rule,
+        )
+        for suffix, expected, every_rule in (
+            ("", (), False),
+            (", every rule on", ((9, "NZ406"),), True),
+        )
+    ),
+    case(
+        "accelerate's skip report holds the scheduler, every rule on",
+        """\
+        def train(self, loader):
+            for batch in loader:
+                self.accelerator.backward(self.compute_loss(batch))
+                self.optimizer.step()
+                if not self.accelerator.optimizer_step_was_skipped:
+                    self.lr_scheduler.step()
+        """,
+        (5, "NZ406"),
+        every_rule=True,
     ),
 ]
 
@@ -931,26 +1131,29 @@ SCALER_SOURCES = {
 SCALER_REACTIONS = {"return": "return", "zero_grad": "self.zero_grad()"}
 
 
-def _scaler_step(source: str, reaction: str) -> str:
+def _scaler_step(source: str, reaction: str, scaled: bool) -> str:
     flag = "self.overflow" if "overflow" in source else "found_inf"
     return (
         "class Optimizer:\n"
         "    def step(self):\n"
         f"        {source}\n"
-        f"        if {flag}:\n"
+        + (f"        self._update_scale({flag})\n" if scaled else "")
+        + f"        if {flag}:\n"
         f"            {reaction}\n"
         "        self.optimizer.step()\n"
     )
 
 
+# The flag's name is no evidence of loss scaling: only the scale being adjusted is.
 for (source_name, source), (reaction_name, reaction) in itertools.product(
     SCALER_SOURCES.items(), SCALER_REACTIONS.items()
 ):
-    program = _scaler_step(source, reaction)
-    GENERATED.append(
-        Case(f"{source_name} then {reaction_name}, every rule", program, ((5, "NZ406"),), True)
-    )
-    GENERATED.append(Case(f"{source_name} then {reaction_name}, default rules", program))
+    program = _scaler_step(source, reaction, scaled=True)
+    shape = f"{source_name} then {reaction_name}"
+    GENERATED.append(Case(f"{shape}, scale updated, every rule", program, ((6, "NZ406"),), True))
+    GENERATED.append(Case(f"{shape}, scale updated, default rules", program))
+    unscaled = _scaler_step(source, reaction, scaled=False)
+    GENERATED.append(Case(f"{shape}, no scale update", unscaled, ((5, "NZ201"),)))
 
 CASES = HAND_WRITTEN + GENERATED
 

@@ -396,7 +396,7 @@ class _Run:
             values = columns([record], self.guard.fields)
             if first_bad(values) is not None or not finite or self._newly_flagged(flags):
                 loss, grad_norm = float(values[LOSS][0]), float(values[GRAD_NORM][0])
-                return _Found(step, state, loss, grad_norm, None), state  # noqa: NZ406 raised by the caller
+                return _Found(step, state, loss, grad_norm, None), state  # noqa: NZ201 raised by the caller
             state = after
         return None, state
 

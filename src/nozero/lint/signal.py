@@ -20,6 +20,7 @@ from typing import Any
 
 from nozero.lint import vocab
 from nozero.lint.imports import child_statements, dotted_name, last_part, resolve
+from nozero.lint.scaling import scaler_at_work
 
 FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef
 _SCOPE_BOUNDARY = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
@@ -238,12 +239,12 @@ class FileFacts:
         return self._helper_memo[key]
 
     def mentions_scaling(self, key: int) -> bool:
-        """Is the function on line ``key`` part of fp16 dynamic loss scaling (its text
-        names a loss scale, a scaler, an overflow)? Its selects are the opt-in rule's."""
+        """Is the function on line ``key`` part of fp16 dynamic loss scaling (a scaler at
+        work: the scale adjusted, a scaler's API used)? Its selects are the opt-in rule's."""
         entry = self._functions.get(key)
         if entry is None:
             return False
-        return bool(vocab.word_offsets(source_segment(self.source, entry[0]), vocab.SCALING_WORDS))
+        return scaler_at_work(scope_nodes(entry[0]))
 
     def hides_nothing(self, call: ast.Call) -> bool:
         """A ``nan_to_num`` that hides no non-finite training value: every replacement is

@@ -116,28 +116,6 @@ BAD_FLAG_NAMES = frozenset(
     }
 )
 GOOD_FLAG_NAMES = frozenset({"is_fin", "is_finite", "all_finite", "grads_finite", "finite"})
-# Words marking code as fp16 dynamic loss scaling.
-SCALING_WORDS = (
-    "update_scale",
-    "_update_scale",
-    "loss_scale",
-    "loss_scaler",
-    "dynamic_scale",
-    "dynamic_loss_scale",
-    "scaler",
-    "grad_scaler",
-    "cur_scale",
-    "scale_window",
-    "amp",
-    "fp16",
-    "overflow",
-    "is_fin",
-    "found_inf",
-    "DynamicScale",
-    "LossScaleOptimizer",
-    "OverflowError",
-    "backoff_factor",
-)
 CTC_KEYWORD = "zero_infinity"  # torch CTCLoss
 # Words common in comments and strings: the file-level screen accepts them only where
 # code binds or reads a flag (``overflow = ...``, ``x.overflow``, ``except OverflowError``).

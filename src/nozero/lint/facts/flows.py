@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from nozero.lint import vocab
 from nozero.lint.facts import sources
 from nozero.lint.imports import dotted_name, last_part
+from nozero.lint.scaling import SKIP_REPORTS, scaler_at_work
 from nozero.lint.signal import (
     FileFacts,
     FunctionNode,
@@ -66,7 +67,7 @@ class Route:
     line: int
     origin: str  # ``check_using_norm()``, ``isnan(loss)``, ``OverflowError``
     flag: str | None  # the name holding it, None for a test read in place
-    scaling: bool  # it belongs to fp16 dynamic loss scaling
+    scaling: bool  # established where a dynamic loss scaler is at work
     weak: bool = False  # a test of a value not known as training signal
 
 
@@ -162,6 +163,14 @@ class Flows:
             }
         self._sorted_lines = sorted(self._lines)
         classes = [n for n in _statements(tree) if isinstance(n, ast.ClassDef)]
+        self._enclosing = {
+            id(child): node
+            for node in _statements(tree)
+            if isinstance(node, _DEFS)
+            for child in _child_statements(node)
+            if isinstance(child, _DEFS)
+        }
+        self._scaler_memo: dict[int, bool] = {}
         self._collect = True
         found: set[str] = set()
         for cls in classes:  # ``self.overflow = has_overflow(...)`` in any method
@@ -183,7 +192,11 @@ class Flows:
             self._sorted_lines = sorted(self._lines)
         self._reactions = {}
         module = _Unit(
-            tree, lambda: self.facts.scope(0), {}, False, trains_of=lambda: self._trains(tree)
+            tree,
+            lambda: self.facts.scope(0),
+            {},
+            scaler_at_work(scope_nodes(tree)),
+            trains_of=lambda: self._trains(tree),
         )
         self._block(module, tree.body, 0, None)
         self._visit_functions(tree, {})
@@ -235,18 +248,30 @@ class Flows:
                 self._visit_functions(node, inherited)
 
     def _read_function(self, fn: FunctionNode, inherited: dict[str, Flag]) -> _Unit:
-        segment = source_segment(self.text, fn) if fn.end_lineno else ""  # type: ignore[arg-type]
-        scaling = bool(vocab.word_offsets(segment, sources.SCALING_WORDS))
         unit = _Unit(
             fn,
             lambda: self.facts.scope(fn.lineno),
             dict(inherited),
-            scaling,
+            self._scaler_near(fn),
             steps_of=lambda: self._steps(fn),
             trains_of=lambda: self._trains(fn),
         )
         self._block(unit, fn.body, 0, None)
         return unit
+
+    def _scaler_near(self, fn: ast.AST) -> bool:
+        """Is a dynamic loss scaler at work in the function, a function around it, or
+        its class (DeepSpeed lowers ``cur_scale`` in another method of the optimizer)?"""
+        node: ast.AST | None = fn
+        while node is not None:
+            key = id(node)
+            if key not in self._scaler_memo:
+                nodes = ast.walk(node) if isinstance(node, ast.ClassDef) else scope_nodes(node)
+                self._scaler_memo[key] = scaler_at_work(nodes)
+            if self._scaler_memo[key]:
+                return True
+            node = self._enclosing.get(key)
+        return False
 
     def _steps(self, fn: ast.AST) -> list[int]:
         return sorted(
@@ -326,7 +351,7 @@ class Flows:
                         stmt.lineno,
                         route.origin if not route.flag else f"{route.flag}",
                         key.removeprefix("self."),
-                        route.scaling or _scaling_name(key),
+                        route.scaling,
                     )
                     unit.env[key] = (flag_route, value.value)
             return
@@ -345,7 +370,7 @@ class Flows:
                             stmt.lineno,
                             route.origin,
                             key.removeprefix("self."),
-                            route.scaling or _scaling_name(key),
+                            route.scaling,
                         )
                     unit.env[key] = (route, polarity)
                     if not route.weak and "skip" in vocab.name_words(key.rsplit(".", 1)[-1]):
@@ -354,7 +379,7 @@ class Flows:
                 self._unpack(unit, target, value, stmt.lineno)
             elif isinstance(value, ast.Call):
                 key = _key(target)
-                named = _named_flag(key, stmt.lineno, self._called(value))
+                named = _named_flag(key, stmt.lineno, self._called(value), unit.scaling)
                 if named:
                     unit.env[key] = named  # type: ignore[index]
 
@@ -377,19 +402,19 @@ class Flows:
                         line,
                         f"{self._called(value)}()",
                         key,  # type: ignore[arg-type]
-                        route.scaling or _scaling_name(key),
+                        route.scaling,
                     ),
                     polarity,
                 )
             elif isinstance(value, ast.Call):
-                named = _named_flag(key, line, self._called(value))
+                named = _named_flag(key, line, self._called(value), unit.scaling)
                 if named:
                     unit.env[key] = named
 
     def _handler(self, unit: _Unit, handler: ast.ExceptHandler, loops: int) -> None:
         caught = _caught(handler, self.facts)
         if "OverflowError" in caught and unit.trains:
-            route = Route(handler.lineno, "OverflowError", None, True)
+            route = Route(handler.lineno, "OverflowError", None, unit.scaling)
             self._react(unit, handler.body, (route, True), set(), loops, handler)
             self._block(unit, handler.body, loops, (route, True))
         else:
@@ -786,7 +811,8 @@ class Flows:
             if key and key in unit.env:
                 return unit.env[key]
             if isinstance(expr, ast.Attribute) and expr.attr in sources.BAD_FLAG_NAMES:
-                return Route(expr.lineno, _short(self.text, expr), None, True), True
+                scaler = unit.scaling or expr.attr in SKIP_REPORTS
+                return Route(expr.lineno, _short(self.text, expr), None, scaler), True
             if isinstance(expr, ast.Attribute) and expr.attr in ("any", "all"):
                 return self.flag_of(unit, expr.value, extra)
             return None
@@ -849,9 +875,9 @@ class Flows:
                 route = dataclasses.replace(route, weak=True)
             return route, sources.PREDICATE_POLARITY[called]
         if called in sources.OVERFLOW_HELPERS:
-            return Route(call.lineno, f"{called}()", None, True), True
+            return Route(call.lineno, f"{called}()", None, unit.scaling), True
         if called in sources.FINITE_HELPERS and isinstance(call.func, ast.Attribute):
-            return Route(call.lineno, f"{called}()", None, True), False
+            return Route(call.lineno, f"{called}()", None, unit.scaling), False
         helper = self.facts.helper_name(call.func)
         if helper is not None:
             returned = self._helper_returns(helper).get(None)
@@ -894,12 +920,8 @@ class Flows:
         collecting, self._collect = self._collect, True
         try:
             for fn in self.facts.functions_named(name):
-                segment = source_segment(self.text, fn)  # type: ignore[arg-type]
                 unit = _Unit(
-                    fn,
-                    functools.partial(self._parameter_scope, fn),
-                    {},
-                    bool(vocab.word_offsets(segment, sources.SCALING_WORDS)),
+                    fn, functools.partial(self._parameter_scope, fn), {}, self._scaler_near(fn)
                 )
                 self._block(unit, fn.body, 0, None)
                 found.update(unit.returns)
@@ -984,19 +1006,16 @@ def _key(target: ast.expr) -> str | None:
     return None
 
 
-def _scaling_name(key: str) -> bool:
-    words = vocab.name_words(key.rsplit(".", 1)[-1])
-    return "overflow" in words or key.endswith(("found_inf", "is_fin"))
-
-
-def _named_flag(key: str | None, line: int, called: str) -> Flag | None:
+def _named_flag(key: str | None, line: int, called: str, scaler: bool) -> Flag | None:
+    """A flag named for what it holds, bound from an opaque call (``found_inf = ...``);
+    its name says nothing of loss scaling: ``scaler`` does."""
     if not key:
         return None
     base = key.rsplit(".", 1)[-1]
     if base in sources.BAD_FLAG_NAMES:
-        return Route(line, f"{called}()", base, True), True
+        return Route(line, f"{called}()", base, scaler), True
     if base in sources.GOOD_FLAG_NAMES:
-        return Route(line, f"{called}()", base, True), False
+        return Route(line, f"{called}()", base, scaler), False
     return None
 
 

@@ -66,7 +66,6 @@ FLAG_REDUCTIONS = frozenset(
         "all_gather",
     }
 )
-SCALING_WORDS = vocab.SCALING_WORDS
 # Calls that zero gradients (or updates) in place or by value.
 ZEROING_CALLS = frozenset(
     {"zero_grad", "zero_", "zeros_like", "zero_grads", "clear_grads", "set_to_zero"}

@@ -319,6 +319,7 @@ class DynamicLossScaleSkip(FlowRule):
             class Optimizer:
                 def check(self, norms):
                     self.overflow = self.checker.check_using_norm(norms)
+                    self._update_scale(self.overflow)
 
                 def step(self):
                     self.check(self.norms())
@@ -327,7 +328,7 @@ class DynamicLossScaleSkip(FlowRule):
                         return
                     self.optimizer.step()
             """,
-            line=8,
+            line=9,
         ),
         Example(
             """\
@@ -350,18 +351,20 @@ class DynamicLossScaleSkip(FlowRule):
                 try:
                     self.optimizer.step()
                 except OverflowError:
+                    logger.info("loss scale %s", self.optimizer.scaler.loss_scale)
                     self.zero_grad()
             """,
-            line=5,
+            line=6,
         ),
         Example(
             """\
             import tensorflow as tf
-            def apply(self, grads, variables):
-                finite = self.check_finite(grads)
-                return tf.cond(finite, lambda: self.inner.apply(grads, variables), lambda: None)
+            class Scaled(tf.keras.mixed_precision.LossScaleOptimizer):
+                def apply(self, grads, weights):
+                    finite = self.check_finite(grads)
+                    return tf.cond(finite, lambda: self.inner.apply(grads, weights), lambda: None)
             """,
-            line=4,
+            line=5,
         ),
     ]
 

@@ -1,0 +1,129 @@
+"""Is a dynamic loss scaler at work here? Decided by what the code does, not by words.
+
+fp16 dynamic loss scaling skips a step on overflow and lowers the scale; that skip is
+the opt-in rule's (NZ406). A skip belongs to it only where the code shows a scaler at
+work: the scale is adjusted (``cur_scale /= factor``, ``loss_scale *= backoff``,
+``self._update_scale(overflow)``), or a scaler object's own API is used
+(``scaler.step(opt)``, ``scaler.update()``, ``amp.scale_loss``, flax ``DynamicScale``,
+Keras ``LossScaleOptimizer``). A flag's name alone (``found_inf``, ``overflow``) is no
+evidence: a plain loop that skips on it is clear zero-and-continue.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterable
+
+from nozero.lint import vocab
+from nozero.lint.imports import dotted_name
+
+# Classes whose instances scale the loss dynamically (torch, flax, Keras, fairseq, apex).
+SCALER_TYPES = frozenset(
+    {
+        "GradScaler",
+        "ShardedGradScaler",
+        "DynamicScale",
+        "LossScaleOptimizer",
+        "DynamicLossScaler",
+        "DynamicGradScaler",
+        "LossScaler",
+    }
+)
+# Calls that adjust or apply a dynamic loss scale wherever they appear.
+SCALE_CALLS = frozenset(
+    {
+        "_update_scale",
+        "update_scale",
+        "update_loss_scale",
+        "scale_loss",
+        "unscale_",
+        "get_scaled_loss",
+        "get_unscaled_gradients",
+    }
+)
+# Methods of a loss-scale object (``dynamic_scale.update``, ``loss_scale.assign``) that
+# move the scale or compute gradients through it.
+_SCALE_METHODS = frozenset({"update", "value_and_grad", "grad", "assign", "assign_add"})
+# Operands that grow or shrink a scale (``scale * backoff_factor``).
+_FACTOR_WORDS = frozenset({"factor", "backoff", "growth", "multiplier"})
+# What a scaler object does while training (not ``state_dict``: checkpointing it).
+_SCALER_API = frozenset(
+    {
+        "step",
+        "update",
+        "scale",
+        "unscale_",
+        "get_scale",
+        "loss_scale",
+        "cur_scale",
+        "update_scale",
+        "check_overflow",
+        "has_overflow",
+    }
+)
+# What a scaler-wrapped optimizer reports (accelerate's ``optimizer_step_was_skipped``,
+# true only when its GradScaler found Inf/NaN gradients and skipped the step): a flag
+# read from it is the scaler's own, though nothing else in the function scales.
+SKIP_REPORTS = frozenset({"optimizer_step_was_skipped", "step_was_skipped"})
+# Members of a flax ``DynamicScale``: counting finite steps is growing the scale.
+_SCALE_MEMBERS = frozenset({"fin_steps", "growth_interval", "backoff_factor", "growth_factor"})
+
+
+def scaler_at_work(nodes: Iterable[ast.AST]) -> bool:
+    """Do the nodes show a dynamic loss scaler at work (the scale adjusted, or a scaler
+    object's own API used)?"""
+    return any(_evidence(node) for node in nodes)
+
+
+def _evidence(node: ast.AST) -> bool:
+    if isinstance(node, ast.ClassDef):
+        return node.name in SCALER_TYPES  # the scaler's own implementation
+    if isinstance(node, ast.Name):
+        return node.id in SCALER_TYPES
+    if isinstance(node, ast.Attribute):
+        if node.attr in SCALER_TYPES or node.attr in _SCALE_MEMBERS:
+            return True
+        # ``scaler.step``, ``optimizer.scaler.loss_scale``; saving its state is no work
+        return node.attr in _SCALER_API and "scaler" in _words(node.value)
+    if isinstance(node, ast.Call):
+        func = node.func
+        called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+        if called in SCALE_CALLS:
+            return True
+        return (
+            isinstance(func, ast.Attribute)
+            and called in _SCALE_METHODS
+            and "scale" in _words(func.value)
+        )
+    if isinstance(node, ast.AugAssign):
+        return isinstance(node.op, ast.Mult | ast.Div) and "scale" in _words(node.target)
+    if isinstance(node, ast.Assign) and len(node.targets) == 1:
+        return _scale_adjusted(node.targets[0], node.value)
+    return False
+
+
+def _scale_adjusted(target: ast.expr, value: ast.expr) -> bool:
+    """``self.cur_scale = max(self.cur_scale / self.scale_factor, self.min_scale)``: a
+    scale set from itself, or from a scale times a growth or backoff factor."""
+    if "scale" not in _words(target):
+        return False
+    name = dotted_name(target)
+    for node in ast.walk(value):
+        if not (isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult | ast.Div)):
+            continue
+        operands = (node.left, node.right)
+        if name and any(dotted_name(o) == name for o in operands):
+            return True
+        if any("scale" in _words(o) for o in operands) and any(
+            _FACTOR_WORDS.intersection(_words(o)) for o in operands
+        ):
+            return True
+    return False
+
+
+def _words(node: ast.AST) -> list[str]:
+    """The words of the last part of a name (``self.optimizer.scaler`` -> ['scaler'])."""
+    if isinstance(node, ast.Call):
+        node = node.func
+    dotted = dotted_name(node)
+    return vocab.name_words(dotted.rsplit(".", 1)[-1]) if dotted else []
