@@ -87,7 +87,9 @@ def test_without_matplotlib_the_error_says_how_to_install_it(tmp_path):
             print(err)
         """
     )
-    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
     assert result.returncode == 0, result.stderr
     assert "pip install 'nozero[plot]'" in result.stdout
     assert not (tmp_path / "run.png").exists()

@@ -154,6 +154,7 @@ def test_a_warm_run_never_imports_libcst(tmp_path):
             capture_output=True,
             text=True,
             check=True,
+            timeout=60,
         ).stdout.split("\n")[-2]
 
     assert run() == "1 True"  # cold: the engine (and libcst) lint the files

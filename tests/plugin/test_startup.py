@@ -36,6 +36,7 @@ def _pytest(directory: Path, *args: str) -> float:
         cwd=directory,
         capture_output=True,
         text=True,
+        timeout=120,
     )
     elapsed = time.perf_counter() - start
     assert done.returncode == 0, done.stdout + done.stderr
