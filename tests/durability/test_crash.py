@@ -12,6 +12,7 @@ import random
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import jax
@@ -56,14 +57,20 @@ def _kill_while_checkpointing(process, rng):
     """
     wanted = rng.randint(1, 8)
     seen = 0
-    for line in process.stderr:
-        seen += line.startswith("eval at step")
-        if seen == wanted:
-            break
-    time.sleep(rng.uniform(0.0, 0.05))
-    alive = process.poll() is None
-    process.send_signal(signal.SIGKILL)
-    process.communicate()
+    # A run that hangs without printing would block the read below: kill it after 120 s.
+    watchdog = threading.Timer(120, process.kill)
+    watchdog.start()
+    try:
+        for line in process.stderr:
+            seen += line.startswith("eval at step")
+            if seen == wanted:
+                break
+        time.sleep(rng.uniform(0.0, 0.05))
+        alive = process.poll() is None
+        process.send_signal(signal.SIGKILL)
+        process.communicate(timeout=60)
+    finally:
+        watchdog.cancel()
     return alive
 
 

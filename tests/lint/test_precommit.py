@@ -28,7 +28,12 @@ def hook_repo(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str,
     if not (REPO_ROOT / ".git").exists() or shutil.which("git") is None:
         pytest.fail("the pre-commit test needs this repository as a git checkout and git")
     head = subprocess.run(
-        ["git", "rev-parse", "HEAD"], cwd=REPO_ROOT, capture_output=True, text=True, check=True
+        ["git", "rev-parse", "HEAD"],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=60,
     ).stdout.strip()
     repo = tmp_path_factory.mktemp("user_repo")
     env = {
