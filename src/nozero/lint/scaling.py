@@ -12,7 +12,11 @@ evidence: a plain loop that skips on it is clear zero-and-continue.
 from __future__ import annotations
 
 import ast
+import io
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterable
+from functools import lru_cache
+from itertools import accumulate
 
 from nozero.lint import vocab
 from nozero.lint.imports import dotted_name
@@ -67,6 +71,31 @@ _SCALER_API = frozenset(
 SKIP_REPORTS = frozenset({"optimizer_step_was_skipped", "step_was_skipped"})
 # Members of a flax ``DynamicScale``: counting finite steps is growing the scale.
 _SCALE_MEMBERS = frozenset({"fin_steps", "growth_interval", "backoff_factor", "growth_factor"})
+
+
+# Every piece of evidence below names a scale or one of a scale's members: code whose
+# text holds none of these shows no scaler at work, and is not walked.
+_EVIDENCE_TEXT = ("scale", "Scale", *_SCALE_MEMBERS)
+
+
+def scaler_in_lines(nodes: Iterable[ast.AST], source: str, first: int, last: int) -> bool:
+    """``scaler_at_work(nodes)`` for nodes on lines ``first..last`` of ``source``,
+    answered from the text alone when those lines name no scale."""
+    lines = _evidence_lines(source)
+    at = bisect_left(lines, first)
+    return at < len(lines) and lines[at] <= last and scaler_at_work(nodes)
+
+
+@lru_cache(maxsize=2)
+def _evidence_lines(source: str) -> list[int]:
+    starts = [0, *accumulate(len(line) for line in io.StringIO(source, newline="").readlines())]
+    found = set()
+    for word in _EVIDENCE_TEXT:
+        at = source.find(word)
+        while at >= 0:
+            found.add(bisect_right(starts, at))
+            at = source.find(word, at + 1)
+    return sorted(found)
 
 
 def scaler_at_work(nodes: Iterable[ast.AST]) -> bool:

@@ -20,7 +20,7 @@ from typing import Any
 
 from nozero.lint import vocab
 from nozero.lint.imports import child_statements, dotted_name, last_part, resolve
-from nozero.lint.scaling import scaler_at_work
+from nozero.lint.scaling import scaler_in_lines
 
 FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef
 _SCOPE_BOUNDARY = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
@@ -244,7 +244,9 @@ class FileFacts:
         entry = self._functions.get(key)
         if entry is None:
             return False
-        return scaler_at_work(scope_nodes(entry[0]))
+        fn = entry[0]
+        first = min([fn.lineno, *(d.lineno for d in fn.decorator_list)])
+        return scaler_in_lines(scope_nodes(fn), self.source, first, fn.end_lineno or fn.lineno)
 
     def hides_nothing(self, call: ast.Call) -> bool:
         """A ``nan_to_num`` that hides no non-finite training value: every replacement is

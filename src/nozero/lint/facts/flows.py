@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from nozero.lint import vocab
 from nozero.lint.facts import sources
 from nozero.lint.imports import dotted_name, last_part
-from nozero.lint.scaling import SKIP_REPORTS, scaler_at_work
+from nozero.lint.scaling import SKIP_REPORTS, scaler_in_lines
 from nozero.lint.signal import (
     FileFacts,
     FunctionNode,
@@ -195,7 +195,7 @@ class Flows:
             tree,
             lambda: self.facts.scope(0),
             {},
-            scaler_at_work(scope_nodes(tree)),
+            scaler_in_lines(scope_nodes(tree), self.text, 1, len(self.text.splitlines()) + 1),
             trains_of=lambda: self._trains(tree),
         )
         self._block(module, tree.body, 0, None)
@@ -267,7 +267,8 @@ class Flows:
             key = id(node)
             if key not in self._scaler_memo:
                 nodes = ast.walk(node) if isinstance(node, ast.ClassDef) else scope_nodes(node)
-                self._scaler_memo[key] = scaler_at_work(nodes)
+                first, last = _line_range(node)
+                self._scaler_memo[key] = scaler_in_lines(nodes, self.text, first, last)
             if self._scaler_memo[key]:
                 return True
             node = self._enclosing.get(key)
@@ -947,6 +948,13 @@ class Flows:
 # ---- small syntactic helpers --------------------------------------------------------
 _TRAINING_WORDS = frozenset({"train", "step", "backward", "fit", "update", "updates", "optimizer"})
 _REDUCTIONS = frozenset({"mean", "sum", "nanmean", "nansum", "reduce_mean", "reduce_sum"})
+
+
+def _line_range(node: ast.AST) -> tuple[int, int]:
+    """First and last line of a definition, its decorators included."""
+    lines = [d.lineno for d in getattr(node, "decorator_list", [])]
+    first = min([*lines, node.lineno])  # type: ignore[attr-defined]
+    return first, node.end_lineno or node.lineno  # type: ignore[attr-defined]
 
 
 def _any_within(sorted_lines: list[int], first: int, last: int) -> bool:
