@@ -10,7 +10,7 @@ from pathlib import Path
 
 import optax
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from nozero.lint import prefilter
@@ -283,6 +283,8 @@ REAL_SOURCES = [
     st.floats(0, 1),
     st.sampled_from(["", "\n", "(", ")", ":", "    ", "\t", "'", '"""', "\\", "\x00", "é"]),
 )
+# A line holding only a backslash: libcst and ``ast`` place the next statement apart.
+@example("import numpy as np\ng[np.isnan(g)] = 0\n", 0.0, 0.484375, "\\")
 def test_damaged_sources_never_raise(source, start, stop, insert):
     """Cut, spliced and broken real code: a finding list, never an exception, and the
     same findings with or without the pre-filters."""

@@ -20,6 +20,7 @@ from __future__ import annotations
 import ast
 import gc
 import os
+import re
 import sys
 import threading
 import warnings
@@ -46,6 +47,10 @@ NOQA_WITHOUT_REASON = "NZ002"
 # variable ``NOZERO_LINT_RECURSION_LIMIT`` sets another limit: a low one makes a deep
 # expression fail inside libcst for real, which is how the tests reach the report of an
 # internal error.
+# A line holding only a backslash joins the next line to it: libcst then places the
+# statement on the backslash's line, ``ast`` (and the units) on its first token's. Such
+# a file is checked unit by unit without the shortcuts too, so both ways agree.
+_LEADING_CONTINUATION = re.compile(r"^[ \t\f]*\\\r?$", re.MULTILINE)
 DEEP_STACK_BYTES = 512 * 1024 * 1024
 DEEP_RECURSION_LIMIT = 20_000
 RECURSION_LIMIT_VARIABLE = "NOZERO_LINT_RECURSION_LIMIT"
@@ -250,7 +255,7 @@ def _node_hits(
     units = prefilter.split_units(tree, lines)
     if shortcuts:
         units = prefilter.candidate_units(source, units, lines, facts)
-    else:
+    elif not _LEADING_CONTINUATION.search(source):
         whole = prefilter.Unit(1, len(lines), tree.body, False)
         try:
             cst.parse_module(source)
