@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from nozero.lint import prefilter
+from nozero.lint import prefilter, vocab
 from nozero.lint.engine import DEEP_RECURSION_LIMIT, DEFAULT_CODES, Finding, lint_source
 from nozero.lint.rules import ALL_RULES
 
@@ -186,6 +186,25 @@ def test_a_file_without_triggers_is_not_parsed_for_rules():
     assert prefilter.could_hold_finding(
         "try:\n    f()\nexcept RuntimeError as e:\n    if 'nan' in str(e): pass\n"
     )
+
+
+# Pieces of text around the flag words, to compose into texts below.
+FLAG_PIECES = "overflow finite OverflowError except . = == ) ] , : \n x _ é self".split(" ")
+FLAG_PIECES.append(" ")
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(FLAG_PIECES), max_size=12).map("".join))
+def test_the_flag_screen_finds_what_the_flag_pattern_finds(text):
+    assert vocab.binds_flag(text) == bool(vocab.FLAG_TEXT.search(text))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from([*sorted(vocab.TRIGGER_WORDS), "x", "_", " ", "."]), max_size=6))
+def test_the_word_screen_finds_each_trigger_word_as_a_whole_word(pieces):
+    text = "".join(pieces)
+    expected = bool(vocab.word_offsets(text, vocab.TRIGGER_WORDS))
+    assert vocab.TRIGGER_SCREEN.search(text) == expected
 
 
 # Statements from every rule's examples, to compose into programs below.

@@ -33,17 +33,12 @@ from nozero.lint.signal import FileFacts, FunctionNode, compares_itself
 def could_hold_finding(text: str) -> bool:
     """False only when no rule can flag anything in ``text`` (one file)."""
     return bool(
-        (
-            any(word in text for word in vocab.TRIGGER_WORDS)
-            and vocab.word_offsets(text, vocab.TRIGGER_WORDS)
-        )
+        vocab.TRIGGER_SCREEN.search(text)
         or ("!=" in text and vocab.self_comparisons(text))
         or ("except" in text and vocab.NONFINITE_TEXT.search(text))
         or ("==" in text and vocab.compares_with_inf(text))
-        or (
-            any(core in text for core in vocab.FLOW_CORES)
-            and (vocab.word_offsets(text, vocab.SCREEN_FLOW_WORDS) or vocab.FLAG_TEXT.search(text))
-        )
+        or vocab.FLOW_SCREEN.search(text)
+        or vocab.binds_flag(text)
         or any(suffix in text for suffix in vocab.SETTING_SUFFIXES)
     )
 
