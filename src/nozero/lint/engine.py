@@ -30,12 +30,12 @@ import libcst as cst
 
 from nozero.lint import prefilter
 from nozero.lint.facts import file_facts, reactions
+from nozero.lint.facts.scopes import FileFacts
 from nozero.lint.finding import Finding
 from nozero.lint.noqa import noqa_comments
 from nozero.lint.rules import ALL_RULES, Rule, get_rule
 from nozero.lint.rules.base import Context, Hit, children
 from nozero.lint.rules.flow import FlowRule
-from nozero.lint.signal import FileFacts
 
 DEFAULT_CODES = frozenset(rule.code for rule in ALL_RULES if rule.default_enabled)
 SYNTAX_ERROR = "NZ001"

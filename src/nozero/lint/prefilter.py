@@ -25,9 +25,9 @@ from functools import lru_cache
 from itertools import accumulate
 
 from nozero.lint import vocab
+from nozero.lint.facts.scopes import FileFacts, FunctionNode, compares_itself
 from nozero.lint.imports import last_part
 from nozero.lint.noqa import has_nozero_noqa
-from nozero.lint.signal import FileFacts, FunctionNode, compares_itself
 
 
 def could_hold_finding(text: str) -> bool:

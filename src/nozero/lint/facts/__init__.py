@@ -1,18 +1,26 @@
 """Whole-file facts, through one front door.
 
-``FileFacts`` answers what is training signal and what tests it for NaN/Inf (scopes,
-flags, same-file helpers); ``reactions`` follows finiteness facts from their sources to
-where training reacts to them. Both read the standard library's ``ast`` of the whole
-file, so no answer depends on the parts of the file the pre-filter selects.
+- ``scopes``: ``FileFacts``, what is training signal and what tests it for NaN/Inf in
+  each function's scope, and what same-file helpers return, test, clean or raise;
+- ``sources``: the library helpers whose results are finiteness facts;
+- ``flows``: ``reactions`` follows those facts from their sources to where training
+  reacts to them.
+
+All read the standard library's ``ast`` of the whole file, so no answer depends on the
+parts of the file the pre-filter selects. The flow pass is imported when first asked for:
+a run whose files hold no trigger needs none of it.
 """
 
 from __future__ import annotations
 
 import ast
+from typing import TYPE_CHECKING
 
-from nozero.lint.facts.flows import Flows, Reaction, Route
+from nozero.lint.facts.scopes import FileFacts
 from nozero.lint.imports import collect_aliases
-from nozero.lint.signal import FileFacts
+
+if TYPE_CHECKING:
+    from nozero.lint.facts.flows import Reaction
 
 
 def file_facts(tree: ast.Module, source: str) -> FileFacts:
@@ -22,9 +30,11 @@ def file_facts(tree: ast.Module, source: str) -> FileFacts:
 
 def reactions(facts: FileFacts) -> list[Reaction]:
     """Every reaction of the file to a non-finite value, computed once per file."""
+    from nozero.lint.facts.flows import Flows
+
     if facts.flows is None:
         facts.flows = Flows(facts)
     return facts.flows.reactions()
 
 
-__all__ = ["FileFacts", "Reaction", "Route", "file_facts", "reactions"]
+__all__ = ["FileFacts", "file_facts", "reactions"]

@@ -28,9 +28,7 @@ from dataclasses import dataclass, field
 
 from nozero.lint import vocab
 from nozero.lint.facts import sources
-from nozero.lint.imports import dotted_name, last_part
-from nozero.lint.scaling import SKIP_REPORTS, scaler_in_lines
-from nozero.lint.signal import (
+from nozero.lint.facts.scopes import (
     FileFacts,
     FunctionNode,
     Scope,
@@ -39,6 +37,8 @@ from nozero.lint.signal import (
     scope_nodes,
     source_segment,
 )
+from nozero.lint.imports import dotted_name, last_part
+from nozero.lint.scaling import SKIP_REPORTS, scaler_in_lines
 
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 _SELECT_CALLS = frozenset({"where", "select", "cond", "switch", "tree_where", "select_n"})

@@ -20,8 +20,8 @@ import libcst as cst
 from libcst.metadata import CodeRange, PositionProvider
 
 from nozero.lint import catalog, vocab
+from nozero.lint.facts.scopes import FileFacts, line_starts
 from nozero.lint.imports import last_part, resolve
-from nozero.lint.signal import FileFacts, line_starts
 
 _INDENTATION = " \t\x0c"
 

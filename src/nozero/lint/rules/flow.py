@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from nozero.lint.facts import Reaction
+from nozero.lint.facts.flows import Reaction
 from nozero.lint.rules.base import Example, Rule
 
 

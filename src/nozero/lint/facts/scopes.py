@@ -1,4 +1,4 @@
-"""Training-signal tracking over the standard library's ``ast`` of one whole file.
+"""Scopes: training-signal tracking over the standard library's ``ast`` of one whole file.
 
 Rules match shapes with libcst on a few candidate statements; whether a matched value is
 training signal (loss, gradients, updates, parameters, optimizer state) is a question
