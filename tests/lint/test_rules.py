@@ -11,6 +11,7 @@ import pytest
 
 from nozero.lint.engine import lint_source
 from nozero.lint.rules import ALL_RULES, get_rule
+from nozero.lint.rules.base import Example
 
 EXAMPLES = [
     pytest.param(rule, kind, index, id=f"{rule.code}-{kind}-{index}")
@@ -30,9 +31,7 @@ def test_rule_examples(rule, kind, index, shortcuts):
     codes = [f.code for f in findings]
     if kind == "INVALID":
         assert codes and set(codes) == {rule.code}, (source, findings)
-        expected_line = getattr(source, "line", None)
-        if expected_line is not None:
-            assert [f.line for f in findings] == [expected_line], (source, findings)
+        assert [f.line for f in findings] == [source.line], (source, findings)
     else:
         assert rule.code not in codes, (source, findings)
 
@@ -40,6 +39,12 @@ def test_rule_examples(rule, kind, index, shortcuts):
 def test_every_rule_has_examples_of_both_kinds():
     for rule in ALL_RULES:
         assert rule.VALID and rule.INVALID, rule.code
+
+
+def test_every_example_is_dedented_code_and_every_invalid_one_names_its_line():
+    for rule in ALL_RULES:
+        assert all(isinstance(example, Example) for example in rule.VALID + rule.INVALID)
+        assert all(isinstance(example.line, int) for example in rule.INVALID), rule.code
 
 
 def test_invalid_examples_are_found_by_the_default_selection_too():

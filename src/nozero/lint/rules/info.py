@@ -5,7 +5,7 @@ from __future__ import annotations
 import libcst as cst
 
 from nozero.lint import vocab
-from nozero.lint.rules.base import Context, Rule, is_literal, walk
+from nozero.lint.rules.base import Context, Example, Rule, is_literal, walk
 
 
 def _modulo(node: cst.BaseExpression) -> bool:
@@ -35,15 +35,40 @@ def _checks_finiteness(node: cst.CSTNode, ctx: Context) -> bool:
 class PeriodicFiniteCheck(Rule):
     code = "NZ501"
     VALID = [
-        "from nozero import check_finite\ncheck_finite(loss=loss, grad_norm=gn, step=step)\n",
-        "if step % 100 == 0:\n    print(loss)\n",
+        Example("""\
+            from nozero import check_finite
+            check_finite(loss=loss, grad_norm=gn, step=step)
+            """),
+        Example("""\
+            if step % 100 == 0:
+                print(loss)
+            """),
     ]
     INVALID = [
-        "from nozero import check_finite\nif step % 100 == 0:\n"
-        "    check_finite(loss=loss, grad_norm=gn, step=step)\n",
-        "import math\nif step % 10 == 0 and math.isnan(loss):\n"
-        "    raise FloatingPointError(step)\n",
-        "import math\nif not step % 50:\n    assert math.isfinite(loss)\n",
+        Example(
+            """\
+            from nozero import check_finite
+            if step % 100 == 0:
+                check_finite(loss=loss, grad_norm=gn, step=step)
+            """,
+            line=2,
+        ),
+        Example(
+            """\
+            import math
+            if step % 10 == 0 and math.isnan(loss):
+                raise FloatingPointError(step)
+            """,
+            line=2,
+        ),
+        Example(
+            """\
+            import math
+            if not step % 50:
+                assert math.isfinite(loss)
+            """,
+            line=2,
+        ),
     ]
 
     def visit_If(self, node: cst.If, ctx: Context) -> None:

@@ -2,28 +2,60 @@
 
 from __future__ import annotations
 
-from nozero.lint.rules.base import Rule
+from nozero.lint.rules.base import Example, Rule
 
 
 class SyntaxErrorRule(Rule):
     code = "NZ001"
     VALID = [
-        "x = 1\n",
-        "def step(grads:\n    return grads\n",  # no trigger text: not nozero's to parse
-        "import jax.numpy as jnp\n\ntype Grads = dict[str, jnp.ndarray]\n\n\n"
-        "def all_finite[T](tree: T) -> bool:\n"
-        "    return all(bool(jnp.isfinite(g).all()) for g in tree.values())\n",
+        Example("""\
+            x = 1
+            """),
+        Example("""\
+            def step(grads:
+                return grads
+            """),
+        Example("""\
+            import jax.numpy as jnp
+
+            type Grads = dict[str, jnp.ndarray]
+
+
+            def all_finite[T](tree: T) -> bool:
+                return all(bool(jnp.isfinite(g).all()) for g in tree.values())
+            """),
     ]
-    INVALID = ["import jax.numpy as jnp\n\n\ndef step(grads:\n    return jnp.nan_to_num(grads)\n"]
+    INVALID = [
+        Example(
+            """\
+            import jax.numpy as jnp
+
+
+            def step(grads:
+                return jnp.nan_to_num(grads)
+            """,
+            line=4,
+        ),
+    ]
 
 
 class NoqaWithoutReason(Rule):
     code = "NZ002"
     VALID = [
-        "import jax.numpy as jnp\n"
-        "grads = jnp.nan_to_num(grads)  # noqa: NZ101 padded rows have no gradient\n",
+        Example("""\
+            import jax.numpy as jnp
+            grads = jnp.nan_to_num(grads)  # noqa: NZ101 padded rows have no gradient
+            """),
     ]
-    INVALID = ["import jax.numpy as jnp\ngrads = jnp.nan_to_num(grads)  # noqa: NZ101\n"]
+    INVALID = [
+        Example(
+            """\
+            import jax.numpy as jnp
+            grads = jnp.nan_to_num(grads)  # noqa: NZ101
+            """,
+            line=2,
+        ),
+    ]
 
 
 RULES: list[type[Rule]] = [SyntaxErrorRule, NoqaWithoutReason]

@@ -8,7 +8,7 @@ import libcst as cst
 
 from nozero.lint import vocab
 from nozero.lint.imports import last_part
-from nozero.lint.rules.base import Context, Rule, walk
+from nozero.lint.rules.base import Context, Example, Rule, walk
 
 # Functions that apply another function over a pytree or a list, and gradient hooks.
 _MAPPERS = frozenset({"tree_map", "map", "map_structure", "tree_map_with_path"})
@@ -81,21 +81,82 @@ def _in_mapped_lambda(ctx: Context) -> bool:
 class NanToNumOnSignal(Rule):
     code = "NZ101"
     VALID = [
-        "import numpy as np\nfeatures = np.nan_to_num(features)\n",
-        "import jax.numpy as jnp\nval_loss = jnp.nan_to_num(val_loss)\n",
-        "import numpy as np\n# np.nan_to_num(grads) would hide the NaN\nx = 'nan_to_num(grads)'\n",
-        "import torch\ndef plot(curve):\n    return torch.nan_to_num(curve)\n",
+        Example("""\
+            import numpy as np
+            features = np.nan_to_num(features)
+            """),
+        Example("""\
+            import jax.numpy as jnp
+            val_loss = jnp.nan_to_num(val_loss)
+            """),
+        Example("""\
+            import numpy as np
+            # np.nan_to_num(grads) would hide the NaN
+            x = 'nan_to_num(grads)'
+            """),
+        Example("""\
+            import torch
+            def plot(curve):
+                return torch.nan_to_num(curve)
+            """),
     ]
     INVALID = [
-        "import jax.numpy as jnp\ngrads = jnp.nan_to_num(grads)\n",
-        "import torch\nfor p in model.parameters():\n    torch.nan_to_num_(p.grad)\n",
-        "for p in model.parameters():\n    p.grad.nan_to_num_(nan=0.0)\n",
-        "import torch\ntorch.nan_to_num(loss, out=loss)\n",
-        "from torch import nan_to_num as scrub\nloss = scrub(loss)\n",
-        "import jax\nimport jax.numpy as xp\n"
-        "def step(p, b):\n    d = jax.grad(f)(p, b)\n    return xp.nan_to_num(d)\n",
-        "import numpy as np\ndef clean(x):\n    return np.nan_to_num(x)\n"
-        "def step(grads):\n    return clean(grads)\n",
+        Example(
+            """\
+            import jax.numpy as jnp
+            grads = jnp.nan_to_num(grads)
+            """,
+            line=2,
+        ),
+        Example(
+            """\
+            import torch
+            for p in model.parameters():
+                torch.nan_to_num_(p.grad)
+            """,
+            line=3,
+        ),
+        Example(
+            """\
+            for p in model.parameters():
+                p.grad.nan_to_num_(nan=0.0)
+            """,
+            line=2,
+        ),
+        Example(
+            """\
+            import torch
+            torch.nan_to_num(loss, out=loss)
+            """,
+            line=2,
+        ),
+        Example(
+            """\
+            from torch import nan_to_num as scrub
+            loss = scrub(loss)
+            """,
+            line=2,
+        ),
+        Example(
+            """\
+            import jax
+            import jax.numpy as xp
+            def step(p, b):
+                d = jax.grad(f)(p, b)
+                return xp.nan_to_num(d)
+            """,
+            line=5,
+        ),
+        Example(
+            """\
+            import numpy as np
+            def clean(x):
+                return np.nan_to_num(x)
+            def step(grads):
+                return clean(grads)
+            """,
+            line=5,
+        ),
     ]
 
     def visit_Call(self, node: cst.Call, ctx: Context) -> None:
@@ -129,17 +190,51 @@ class NanToNumOnSignal(Rule):
 class NanToNumMapped(Rule):
     code = "NZ102"
     VALID = [
-        "import jax, jax.numpy as jnp\nbatch = jax.tree.map(jnp.nan_to_num, batch)\n",
-        "import jax\nimport jax.numpy as jnp\ngrads = jax.tree.map(jnp.sqrt, grads)\n",
-        "import numpy as np\ncolumns = list(map(np.nan_to_num, columns))\n",
+        Example("""\
+            import jax, jax.numpy as jnp
+            batch = jax.tree.map(jnp.nan_to_num, batch)
+            """),
+        Example("""\
+            import jax
+            import jax.numpy as jnp
+            grads = jax.tree.map(jnp.sqrt, grads)
+            """),
+        Example("""\
+            import numpy as np
+            columns = list(map(np.nan_to_num, columns))
+            """),
     ]
     INVALID = [
-        "import jax, jax.numpy as jnp\ngrads = jax.tree.map(jnp.nan_to_num, grads)\n",
-        "import jax\nimport jax.numpy as jnp\n"
-        "updates = jax.tree_util.tree_map(lambda u: jnp.nan_to_num(u, nan=0.0), updates)\n",
-        "import torch\nfor p in model.parameters():\n    p.register_hook(torch.nan_to_num)\n",
-        "import functools, torch\n"
-        "h = w.register_hook(functools.partial(torch.nan_to_num, nan=0.0))\n",
+        Example(
+            """\
+            import jax, jax.numpy as jnp
+            grads = jax.tree.map(jnp.nan_to_num, grads)
+            """,
+            line=2,
+        ),
+        Example(
+            """\
+            import jax
+            import jax.numpy as jnp
+            updates = jax.tree_util.tree_map(lambda u: jnp.nan_to_num(u, nan=0.0), updates)
+            """,
+            line=3,
+        ),
+        Example(
+            """\
+            import torch
+            for p in model.parameters():
+                p.register_hook(torch.nan_to_num)
+            """,
+            line=3,
+        ),
+        Example(
+            """\
+            import functools, torch
+            h = w.register_hook(functools.partial(torch.nan_to_num, nan=0.0))
+            """,
+            line=2,
+        ),
     ]
 
     def visit_Call(self, node: cst.Call, ctx: Context) -> None:
@@ -155,17 +250,59 @@ class NanToNumMapped(Rule):
 class WhereSubstitutes(Rule):
     code = "NZ103"
     VALID = [
-        "import jax.numpy as jnp\nlogits = jnp.where(mask, logits, -1e9)\n",
-        "import jax.numpy as jnp\nx = jnp.where(jnp.isnan(features), 0.0, features)\n",
-        "import numpy as np\nacc = np.where(np.isnan(acc), 0.0, acc)\n",
-        "import math\nscore = score if math.isfinite(score) else 0.0\n",
+        Example("""\
+            import jax.numpy as jnp
+            logits = jnp.where(mask, logits, -1e9)
+            """),
+        Example("""\
+            import jax.numpy as jnp
+            x = jnp.where(jnp.isnan(features), 0.0, features)
+            """),
+        Example("""\
+            import numpy as np
+            acc = np.where(np.isnan(acc), 0.0, acc)
+            """),
+        Example("""\
+            import math
+            score = score if math.isfinite(score) else 0.0
+            """),
     ]
     INVALID = [
-        "import jax.numpy as jnp\ngrads = jnp.where(jnp.isnan(grads), 0.0, grads)\n",
-        "import torch\nloss = torch.where(torch.isfinite(loss), loss, torch.zeros_like(loss))\n",
-        "import tensorflow as tf\ng = tf.where(tf.math.is_nan(g), tf.zeros_like(g), g)\n",
-        "import jax.numpy as xp\nupdates = xp.where(updates != updates, 0, updates)\n",
-        "import math\nloss = loss if math.isfinite(loss) else 0.0\n",
+        Example(
+            """\
+            import jax.numpy as jnp
+            grads = jnp.where(jnp.isnan(grads), 0.0, grads)
+            """,
+            line=2,
+        ),
+        Example(
+            """\
+            import torch
+            loss = torch.where(torch.isfinite(loss), loss, torch.zeros_like(loss))
+            """,
+            line=2,
+        ),
+        Example(
+            """\
+            import tensorflow as tf
+            g = tf.where(tf.math.is_nan(g), tf.zeros_like(g), g)
+            """,
+            line=2,
+        ),
+        Example(
+            """\
+            import jax.numpy as xp
+            updates = xp.where(updates != updates, 0, updates)
+            """,
+            line=2,
+        ),
+        Example(
+            """\
+            import math
+            loss = loss if math.isfinite(loss) else 0.0
+            """,
+            line=2,
+        ),
     ]
 
     def visit_IfExp(self, node: cst.IfExp, ctx: Context) -> None:
@@ -189,13 +326,36 @@ class WhereSubstitutes(Rule):
 class MaskedFillNonFinite(Rule):
     code = "NZ104"
     VALID = [
-        "scores = scores.masked_fill(~attention_mask, float('-inf'))\n",
-        "import torch\nx = x.masked_fill(torch.isnan(x), 0.0)\n",
+        Example("""\
+            scores = scores.masked_fill(~attention_mask, float('-inf'))
+            """),
+        Example("""\
+            import torch
+            x = x.masked_fill(torch.isnan(x), 0.0)
+            """),
     ]
     INVALID = [
-        "import torch\ngrad = grad.masked_fill(torch.isnan(grad), 0.0)\n",
-        "import torch\nloss.masked_fill_(~torch.isfinite(loss), 0)\n",
-        "import torch\ng = torch.masked_fill(g, torch.isinf(g), 0.0)\n",
+        Example(
+            """\
+            import torch
+            grad = grad.masked_fill(torch.isnan(grad), 0.0)
+            """,
+            line=2,
+        ),
+        Example(
+            """\
+            import torch
+            loss.masked_fill_(~torch.isfinite(loss), 0)
+            """,
+            line=2,
+        ),
+        Example(
+            """\
+            import torch
+            g = torch.masked_fill(g, torch.isinf(g), 0.0)
+            """,
+            line=2,
+        ),
     ]
 
     def visit_Call(self, node: cst.Call, ctx: Context) -> None:
@@ -210,15 +370,46 @@ class MaskedFillNonFinite(Rule):
 class MaskedAssignment(Rule):
     code = "NZ105"
     VALID = [
-        "import numpy as np\nfeatures[np.isnan(features)] = 0.0\n",
-        "x[mask] = 0\n",
-        "import jax.numpy as jnp\nembeddings = embeddings.at[jnp.isnan(embeddings)].set(0)\n",
+        Example("""\
+            import numpy as np
+            features[np.isnan(features)] = 0.0
+            """),
+        Example("""\
+            x[mask] = 0
+            """),
+        Example("""\
+            import jax.numpy as jnp
+            embeddings = embeddings.at[jnp.isnan(embeddings)].set(0)
+            """),
     ]
     INVALID = [
-        "import numpy as np\ng[np.isnan(g)] = 0\n",
-        "grads[grads != grads] = 0\n",
-        "import torch\np.grad[~torch.isfinite(p.grad)] = 0.0\n",
-        "import jax.numpy as jnp\nupdates = updates.at[jnp.isnan(updates)].set(0.0)\n",
+        Example(
+            """\
+            import numpy as np
+            g[np.isnan(g)] = 0
+            """,
+            line=2,
+        ),
+        Example(
+            """\
+            grads[grads != grads] = 0
+            """,
+            line=1,
+        ),
+        Example(
+            """\
+            import torch
+            p.grad[~torch.isfinite(p.grad)] = 0.0
+            """,
+            line=2,
+        ),
+        Example(
+            """\
+            import jax.numpy as jnp
+            updates = updates.at[jnp.isnan(updates)].set(0.0)
+            """,
+            line=2,
+        ),
     ]
 
     def visit_Assign(self, node: cst.Assign, ctx: Context) -> None:

@@ -6,7 +6,7 @@ import libcst as cst
 
 from nozero.lint import vocab
 from nozero.lint.imports import last_part
-from nozero.lint.rules.base import Context, Rule, is_literal, raises, walk
+from nozero.lint.rules.base import Context, Example, Rule, is_literal, raises, walk
 
 
 def _caught_names(handler: cst.ExceptHandler, ctx: Context) -> set[str]:
@@ -57,22 +57,72 @@ def _ends_run(handler: cst.ExceptHandler, ctx: Context) -> bool:
 class SwallowedFloatingPointError(Rule):
     code = "NZ301"
     VALID = [
-        "try:\n    loss = step(batch)\nexcept FloatingPointError:\n    save_debug(batch)\n"
-        "    raise\n",
-        "try:\n    ratio = a / b\nexcept ArithmeticError:\n    ratio = 0.0\n",
-        "from nozero import NonFiniteError\ndef main():\n    try:\n        train()\n"
-        "    except NonFiniteError as err:\n        print(err)\n        return 3\n",
+        Example("""\
+            try:
+                loss = step(batch)
+            except FloatingPointError:
+                save_debug(batch)
+                raise
+            """),
+        Example("""\
+            try:
+                ratio = a / b
+            except ArithmeticError:
+                ratio = 0.0
+            """),
+        Example("""\
+            from nozero import NonFiniteError
+            def main():
+                try:
+                    train()
+                except NonFiniteError as err:
+                    print(err)
+                    return 3
+            """),
     ]
     INVALID = [
-        "for batch in loader:\n    try:\n        loss = step(batch)\n"
-        "    except FloatingPointError:\n        continue\n",
-        "from nozero import NonFiniteError as NFE\ntry:\n    trainer.fit()\n"
-        "except NFE:\n    pass\n",
-        "try:\n    grads = compute(batch)\nexcept (ValueError, ArithmeticError) as err:\n"
-        "    log(err)\n",
-        "import numpy as np\ndef step(state, batch):\n    try:\n"
-        "        with np.errstate(all='raise'):\n            grads = grad_fn(state, batch)\n"
-        "    except FloatingPointError:\n        return state\n    return update(state, grads)\n",
+        Example(
+            """\
+            for batch in loader:
+                try:
+                    loss = step(batch)
+                except FloatingPointError:
+                    continue
+            """,
+            line=4,
+        ),
+        Example(
+            """\
+            from nozero import NonFiniteError as NFE
+            try:
+                trainer.fit()
+            except NFE:
+                pass
+            """,
+            line=4,
+        ),
+        Example(
+            """\
+            try:
+                grads = compute(batch)
+            except (ValueError, ArithmeticError) as err:
+                log(err)
+            """,
+            line=3,
+        ),
+        Example(
+            """\
+            import numpy as np
+            def step(state, batch):
+                try:
+                    with np.errstate(all='raise'):
+                        grads = grad_fn(state, batch)
+                except FloatingPointError:
+                    return state
+                return update(state, grads)
+            """,
+            line=6,
+        ),
     ]
 
     def visit_ExceptHandler(self, node: cst.ExceptHandler, ctx: Context) -> None:
@@ -86,16 +136,45 @@ class SwallowedFloatingPointError(Rule):
 class InspectedRuntimeError(Rule):
     code = "NZ302"
     VALID = [
-        "try:\n    run()\nexcept RuntimeError as err:\n    if 'nan' in str(err):\n"
-        "        raise SystemExit('non-finite loss') from err\n    raise\n",
-        "try:\n    run()\nexcept RuntimeError as err:\n    if 'out of memory' in str(err):\n"
-        "        shrink_batch()\n",
+        Example("""\
+            try:
+                run()
+            except RuntimeError as err:
+                if 'nan' in str(err):
+                    raise SystemExit('non-finite loss') from err
+                raise
+            """),
+        Example("""\
+            try:
+                run()
+            except RuntimeError as err:
+                if 'out of memory' in str(err):
+                    shrink_batch()
+            """),
     ]
     INVALID = [
-        "for batch in data:\n    try:\n        step(batch)\n    except RuntimeError as err:\n"
-        "        if 'nan' in str(err).lower():\n            continue\n        raise\n",
-        "try:\n    fit()\nexcept Exception as e:\n"
-        "    if any(w in str(e) for w in ('NaN', 'non-finite')):\n        print('skipped')\n",
+        Example(
+            """\
+            for batch in data:
+                try:
+                    step(batch)
+                except RuntimeError as err:
+                    if 'nan' in str(err).lower():
+                        continue
+                    raise
+            """,
+            line=4,
+        ),
+        Example(
+            """\
+            try:
+                fit()
+            except Exception as e:
+                if any(w in str(e) for w in ('NaN', 'non-finite')):
+                    print('skipped')
+            """,
+            line=3,
+        ),
     ]
 
     def visit_ExceptHandler(self, node: cst.ExceptHandler, ctx: Context) -> None:

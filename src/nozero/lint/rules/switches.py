@@ -45,34 +45,85 @@ class OptaxApplyIfFinite(_OptaxSwitch):
     code = "NZ401"
     switch = "apply_if_finite"
     VALID = [
-        "import optax\ntx = optax.chain(optax.clip_by_global_norm(1.0), optax.adamw(1e-3))\n",
-        "# optax.apply_if_finite would hide NaNs\nnote = 'apply_if_finite'\n",
+        Example("""\
+            import optax
+            tx = optax.chain(optax.clip_by_global_norm(1.0), optax.adamw(1e-3))
+            """),
+        Example("""\
+            # optax.apply_if_finite would hide NaNs
+            note = 'apply_if_finite'
+            """),
     ]
     INVALID = [
-        "import optax\ntx = optax.apply_if_finite(optax.adam(1e-3), 3)\n",
-        "import optax as ox\ntx = ox.apply_if_finite(ox.sgd(0.1), max_consecutive_errors=2)\n",
-        "from optax import apply_if_finite as guard\ntx = guard(base, 5)\n",
+        Example(
+            """\
+            import optax
+            tx = optax.apply_if_finite(optax.adam(1e-3), 3)
+            """,
+            line=2,
+        ),
+        Example(
+            """\
+            import optax as ox
+            tx = ox.apply_if_finite(ox.sgd(0.1), max_consecutive_errors=2)
+            """,
+            line=2,
+        ),
+        Example(
+            """\
+            from optax import apply_if_finite as guard
+            tx = guard(base, 5)
+            """,
+            line=2,
+        ),
     ]
 
 
 class OptaxZeroNans(_OptaxSwitch):
     code = "NZ402"
     switch = "zero_nans"
-    VALID = ["import optax\ntx = optax.chain(optax.clip(1.0), optax.adam(1e-3))\n"]
+    VALID = [
+        Example("""\
+            import optax
+            tx = optax.chain(optax.clip(1.0), optax.adam(1e-3))
+            """),
+    ]
     INVALID = [
-        "import optax\ntx = optax.chain(optax.zero_nans(), optax.adam(1e-3))\n",
-        "from optax import zero_nans\nparts = [zero_nans(), tx]\n",
+        Example(
+            """\
+            import optax
+            tx = optax.chain(optax.zero_nans(), optax.adam(1e-3))
+            """,
+            line=2,
+        ),
+        Example(
+            """\
+            from optax import zero_nans
+            parts = [zero_nans(), tx]
+            """,
+            line=2,
+        ),
     ]
 
 
 class OptaxSkipNotFinite(_OptaxSwitch):
     code = "NZ403"
     switch = "skip_not_finite"
-    VALID = ["import optax\ntx = optax.MultiSteps(opt, every_k_schedule=4)\n"]
+    VALID = [
+        Example("""\
+            import optax
+            tx = optax.MultiSteps(opt, every_k_schedule=4)
+            """),
+    ]
     INVALID = [
-        "import optax\n"
-        "tx = optax.MultiSteps(opt, every_k_schedule=4,\n"
-        "                      should_skip_update_fn=optax.skip_not_finite)\n",
+        Example(
+            """\
+            import optax
+            tx = optax.MultiSteps(opt, every_k_schedule=4,
+                                  should_skip_update_fn=optax.skip_not_finite)
+            """,
+            line=3,
+        ),
     ]
 
 
@@ -138,15 +189,34 @@ class ClipGradNormNonFiniteOff(_SwitchOff):
     keyword = vocab.NONFINITE_KEYWORD
     bad_value = _FALSE
     VALID = [
-        "import torch\ntorch.nn.utils.clip_grad_norm_(model.parameters(), 1.0, "
-        "error_if_nonfinite=True)\n",
-        "config = {'error_if_nonfinite': True}\n",
+        Example("""\
+            import torch
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0, error_if_nonfinite=True)
+            """),
+        Example("""\
+            config = {'error_if_nonfinite': True}
+            """),
     ]
     INVALID = [
-        "import torch\ntorch.nn.utils.clip_grad_norm_(model.parameters(), 1.0, "
-        "error_if_nonfinite=False)\n",
-        "clip = {'max_norm': 1.0, 'error_if_nonfinite': False}\n",
-        "cfg.error_if_nonfinite = False\n",
+        Example(
+            """\
+            import torch
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0, error_if_nonfinite=False)
+            """,
+            line=2,
+        ),
+        Example(
+            """\
+            clip = {'max_norm': 1.0, 'error_if_nonfinite': False}
+            """,
+            line=1,
+        ),
+        Example(
+            """\
+            cfg.error_if_nonfinite = False
+            """,
+            line=1,
+        ),
     ]
 
 
@@ -154,10 +224,24 @@ class LoggingNanInfFilter(_SwitchOff):
     code = "NZ405"
     keyword = vocab.NAN_FILTER_KEYWORD
     bad_value = _TRUE
-    VALID = ["args = TrainingArguments(output_dir='out', logging_nan_inf_filter=False)\n"]
+    VALID = [
+        Example("""\
+            args = TrainingArguments(output_dir='out', logging_nan_inf_filter=False)
+            """),
+    ]
     INVALID = [
-        "args = TrainingArguments(output_dir='out', logging_nan_inf_filter=True)\n",
-        "cfg = {'logging_nan_inf_filter': True}\n",
+        Example(
+            """\
+            args = TrainingArguments(output_dir='out', logging_nan_inf_filter=True)
+            """,
+            line=1,
+        ),
+        Example(
+            """\
+            cfg = {'logging_nan_inf_filter': True}
+            """,
+            line=1,
+        ),
     ]
 
 
