@@ -1011,6 +1011,97 @@ HAND_WRITTEN = [
         (5, "NZ406"),
         every_rule=True,
     ),
+    # ---- a model's outputs cleaned on their way to the loss ---------------------------
+    case(
+        "torch module: logits cleaned right before the BCE loss",
+        """\
+        import torch
+        import torch.nn.functional as F
+        class AudioClassifier(torch.nn.Module):
+            def forward(self, source, label=None):
+                x = self.encoder(source)["x"]
+                x = self.proj(x)
+                if label is None:
+                    return torch.sigmoid(x)
+                x = torch.nan_to_num(x)
+                loss = F.binary_cross_entropy_with_logits(x, label.float(), reduction="none")
+                return {"losses": {"main": loss}}
+        """,
+        (9, "NZ101"),
+    ),
+    case(
+        "flax loss_fn: logits from apply cleaned before the cross-entropy",
+        """\
+        import jax.numpy as jnp
+        import optax
+        def loss_fn(params, batch):
+            logits = state.apply_fn({"params": params}, batch["image"])
+            logits = jnp.nan_to_num(logits)
+            return optax.softmax_cross_entropy_with_integer_labels(logits, batch["label"]).mean()
+        """,
+        (5, "NZ101"),
+    ),
+    case(
+        "HF style: outputs.logits masked with where(isnan) before the criterion",
+        """\
+        import torch
+        def compute_loss(model, inputs):
+            outputs = model(**inputs)
+            logits = outputs.logits
+            logits = torch.where(torch.isnan(logits), torch.zeros_like(logits), logits)
+            return torch.nn.functional.cross_entropy(logits, inputs["labels"])
+        """,
+        (5, "NZ103"),
+    ),
+    case(
+        "inputs and labels cleaned before the model: input cleaning",
+        """\
+        import torch
+        def train_step(model, batch, criterion):
+            x = torch.nan_to_num(batch["x"])
+            y = torch.nan_to_num(batch["y"])
+            out = model(x)
+            loss = criterion(out, y)
+            loss.backward()
+        """,
+    ),
+    case(
+        "a forward's input cleaned before its layers (the parameter is re-bound later)",
+        """\
+        import torch
+        class Body(torch.nn.Module):
+            def forward(self, x, y):
+                x = torch.nan_to_num(x)
+                x = self.layer(x)
+                return self.criterion(x, y)
+        """,
+    ),
+    case(
+        "predictions cleaned for a metric, not a loss",
+        """\
+        import torch
+        def accuracy_of(model, x, y):
+            preds = model(x)
+            preds = torch.nan_to_num(preds)
+            return (preds.argmax(-1) == y).float().mean()
+        """,
+    ),
+    case(
+        "keras: y_pred cleaned before the loss object",
+        """\
+        import tensorflow as tf
+        class Model(tf.keras.Model):
+            def train_step(self, data):
+                x, y = data
+                with tf.GradientTape() as tape:
+                    y_pred = self(x, training=True)
+                    y_pred = tf.where(tf.math.is_nan(y_pred), tf.zeros_like(y_pred), y_pred)
+                    loss = self.compiled_loss(y, y_pred)
+                grads = tape.gradient(loss, self.trainable_variables)
+                self.optimizer.apply_gradients(zip(grads, self.trainable_variables))
+        """,
+        (7, "NZ103"),
+    ),
 ]
 
 # ---- the same reactions behind every finiteness test ---------------------------------

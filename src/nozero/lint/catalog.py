@@ -92,7 +92,11 @@ grads = jnp.nan_to_num(grads)  # noqa: NZ101 padding rows carry no gradient
 ## What it flags
 `nan_to_num` (numpy, jax.numpy, torch; also `torch.nan_to_num_`, the `.nan_to_num_()`
 tensor method and the `out=` form) applied to loss, gradients, updates, parameters or
-optimizer state, directly or through a helper function in the same file.
+optimizer state, directly or through a helper function in the same file. A model's
+outputs count too when the loss is computed from them in the same function
+(`logits = self.head(x)`, `logits = torch.nan_to_num(logits)`, then
+`cross_entropy(logits, labels)`): the NaN the model produced is hidden from the loss.
+Inputs and labels cleaned before the model are input cleaning and are left alone.
 
 ## Why it is harmful
 A NaN or Inf in the loss or a gradient means the run has already gone wrong: a bad batch,

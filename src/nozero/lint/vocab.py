@@ -460,6 +460,47 @@ def is_config_name(identifier: str) -> bool:
     return any(w in CONFIG_WORDS for w in name_words(identifier))
 
 
+# What a model's output is called, and what computes one: a value cleaned on its way to
+# the loss hides a NaN the model produced (``logits = torch.nan_to_num(logits)``).
+PREDICTION_WORDS = frozenset({"logits", "logit", "preds", "pred", "predictions", "prediction"})
+MODEL_WORDS = frozenset(
+    {
+        "model",
+        "net",
+        "network",
+        "module",
+        "forward",
+        "apply",
+        "head",
+        "proj",
+        "projection",
+        "classifier",
+        "encoder",
+        "decoder",
+        "backbone",
+        "mlp",
+        "transformer",
+    }
+)
+# Calls and functions that compute a loss (``criterion``, ``softmax_cross_entropy``).
+LOSS_WORDS = frozenset({"loss", "losses", "criterion", "entropy", "crossentropy", "nll", "mse"})
+
+
+@cache
+def is_prediction_name(identifier: str) -> bool:
+    return any(w in PREDICTION_WORDS for w in name_words(identifier))
+
+
+@cache
+def is_model_name(identifier: str) -> bool:
+    return not is_metric_name(identifier) and any(w in MODEL_WORDS for w in name_words(identifier))
+
+
+@cache
+def is_loss_name(identifier: str) -> bool:
+    return not is_metric_name(identifier) and any(w in LOSS_WORDS for w in name_words(identifier))
+
+
 @cache
 def is_signal_name(identifier: str) -> bool:
     """Loss, gradients, updates, parameters or optimizer state by their name."""

@@ -327,6 +327,15 @@ class FileFacts:
             parent = self.scope(enclosing.lineno if enclosing else 0)
             scope = Scope(set(parent.signal), set(parent.grad_functions), set(parent.flags))
         bindings = self.bindings(root)
+        self._propagate(bindings, scope)
+        feeding = self._predictions_feeding_loss(root, bindings) - scope.signal
+        if feeding:
+            scope.signal |= feeding
+            self._propagate(bindings, scope)
+        return scope
+
+    def _propagate(self, bindings: list[tuple[set[str], ast.expr]], scope: Scope) -> None:
+        """Grow ``scope`` through its bindings until nothing new is learned."""
         changed = True
         while changed:
             changed = False
@@ -341,7 +350,56 @@ class FileFacts:
                 if not names <= scope.flags and self.is_nonfinite_test(value, scope, self.source):
                     scope.flags |= names
                     changed = True
-        return scope
+
+    def _predictions_feeding_loss(
+        self, root: ast.AST, bindings: list[tuple[set[str], ast.expr]]
+    ) -> set[str]:
+        """A model's outputs (``logits = self.head(x)``, ``out = model.apply(p, x)`` and
+        what is computed from them) that the scope's loss is computed from: cleaning those
+        hides a NaN the model produced. Inputs and labels reach the loss too, but come from
+        the data: cleaning them is input cleaning."""
+        predictions: set[str] = set()
+        changed = True
+        while changed:
+            changed = False
+            for names, value in bindings:
+                if not names <= predictions and (
+                    any(vocab.is_prediction_name(n) for n in names)
+                    or self._calls_model(value)
+                    or any(isinstance(n, ast.Name) and n.id in predictions for n in ast.walk(value))
+                ):
+                    predictions |= names
+                    changed = True
+        if not predictions:
+            return set()
+        sources: list[ast.AST] = [v for names, v in bindings if any(map(vocab.is_loss_name, names))]
+        for node in scope_nodes(root):
+            if isinstance(node, ast.Call) and vocab.is_loss_name(self._callee_name(node.func)):
+                sources.extend([*node.args, *(k.value for k in node.keywords)])
+            elif isinstance(node, ast.Return) and node.value is not None:
+                if isinstance(root, ast.FunctionDef | ast.AsyncFunctionDef) and vocab.is_loss_name(
+                    root.name
+                ):
+                    sources.append(node.value)
+        fed = {n.id for source in sources for n in ast.walk(source) if isinstance(n, ast.Name)}
+        # ``def forward(self, x): x = nan_to_num(x); x = self.layer(x)``: a parameter
+        # re-bound to a model's output was first the input, which may be cleaned.
+        if isinstance(root, ast.FunctionDef | ast.AsyncFunctionDef):
+            fed -= parameter_names(root)
+        return predictions & fed
+
+    def _callee_name(self, func: ast.expr) -> str:
+        return last_part(self.qualified(func) or getattr(func, "attr", None)) or ""
+
+    def _calls_model(self, value: ast.expr) -> bool:
+        """Is ``value`` computed by calling a model (``model(x)``, ``self.proj(x)``,
+        ``state.apply_fn(params, x)``, ``self.encoder.extract_features(x)``)?"""
+        for node in ast.walk(value):
+            if isinstance(node, ast.Call):
+                chain = (dotted_name(node.func) or "").split(".")
+                if any(vocab.is_model_name(part) for part in chain if part != "self"):
+                    return True
+        return False
 
     def is_guarded(self, key: int) -> bool:
         """Does the function on line ``key`` raise, or record a failed finiteness test
