@@ -33,10 +33,30 @@ def collect_aliases(tree: ast.AST) -> dict[str, str]:
     return aliases
 
 
+# Statements with a body of statements (the rest hold none, and are not searched).
+BLOCK_STATEMENTS = (
+    ast.Module,
+    ast.FunctionDef,
+    ast.AsyncFunctionDef,
+    ast.ClassDef,
+    ast.If,
+    ast.For,
+    ast.AsyncFor,
+    ast.While,
+    ast.With,
+    ast.AsyncWith,
+    ast.Try,
+    ast.TryStar,
+    ast.Match,
+)
+
+
 def child_statements(node: ast.AST) -> Iterator[ast.stmt]:
     """The statements directly nested in ``node`` (bodies, branches, handlers, cases):
     imports and definitions are statements, and walking statements only is far cheaper
     than walking every expression."""
+    if not isinstance(node, BLOCK_STATEMENTS):
+        return
     for name in ("body", "orelse", "finalbody", "handlers", "cases"):
         for child in getattr(node, name, ()):
             if isinstance(child, ast.excepthandler | ast.match_case):

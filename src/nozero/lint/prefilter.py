@@ -236,6 +236,16 @@ def narrow(
     return sorted(outermost, key=lambda p: p.first), holders
 
 
+def _in_test(piece: Unit, facts: FileFacts) -> bool:
+    """Is the piece inside a test function? Rules report nothing there (a test that
+    calls a switch exercises it), so libcst need not see it."""
+    if piece.enclosing:
+        return facts.in_test(piece.enclosing)
+    node = piece.nodes[0]
+    is_function = isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+    return is_function and len(piece.nodes) == 1 and facts.in_test(node.lineno)
+
+
 def _within(inner: Unit, outer: Unit) -> bool:
     return inner is not outer and outer.first <= inner.first and inner.last <= outer.last
 
@@ -271,7 +281,7 @@ def candidate_units(
         for unit in units:
             if triggers.could_hold_finding(unit.first, unit.last):
                 pieces, functions = narrow(unit, lines, frozen, triggers)
-                selected += pieces
+                selected += [piece for piece in pieces if not _in_test(piece, facts)]
                 holders |= functions
         found = {
             fn.name

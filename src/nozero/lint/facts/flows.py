@@ -37,10 +37,11 @@ from nozero.lint.facts.scopes import (
     scope_nodes,
     source_segment,
 )
-from nozero.lint.imports import dotted_name, last_part
+from nozero.lint.imports import BLOCK_STATEMENTS, dotted_name, last_part
 from nozero.lint.scaling import SKIP_REPORTS, scaler_in_lines
 
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+_BLOCKS = (*BLOCK_STATEMENTS, ast.excepthandler, ast.match_case)
 _SELECT_CALLS = frozenset({"where", "select", "cond", "switch", "tree_where", "select_n"})
 _MAPPERS = frozenset({"map", "tree_map", "map_structure", "tree_map_with_path"})
 
@@ -162,11 +163,11 @@ class Flows:
                 if "==" in line and vocab.INF_COMPARISON.search(line)
             }
         self._sorted_lines = sorted(self._lines)
-        classes = [n for n in _statements(tree) if isinstance(n, ast.ClassDef)]
+        definitions = [n for n in _statements(tree) if isinstance(n, _DEFS)]
+        classes = [n for n in definitions if isinstance(n, ast.ClassDef)]
         self._enclosing = {
             id(child): node
-            for node in _statements(tree)
-            if isinstance(node, _DEFS)
+            for node in definitions
             for child in _child_statements(node)
             if isinstance(child, _DEFS)
         }
@@ -176,14 +177,16 @@ class Flows:
         for cls in classes:  # ``self.overflow = has_overflow(...)`` in any method
             flags: dict[str, Flag] = {}
             for method in cls.body:
-                if isinstance(method, ast.FunctionDef | ast.AsyncFunctionDef) and self._holds(
-                    method
+                if (
+                    isinstance(method, ast.FunctionDef | ast.AsyncFunctionDef)
+                    and self._holds(method)
+                    and not self.facts.in_test(method.lineno)  # its flags serve tests only
                 ):
                     unit = self._read_function(method, {})
                     flags.update({k: v for k, v in unit.env.items() if k.startswith("self.")})
             self._class_flags[id(cls)] = flags
             found |= {key.removeprefix("self.") for key in flags}
-        for fn in _statements(tree):  # same-file functions that may hand back a flag
+        for fn in definitions:  # same-file functions that may hand back a flag
             if isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef) and self._holds(fn):
                 found.add(fn.name)
         self._collect = False
@@ -230,18 +233,20 @@ class Flows:
         return at < len(lines) and lines[at] <= last
 
     def _visit_functions(self, root: ast.AST, inherited: dict[str, Flag]) -> None:
+        """Read each function that holds a finiteness word. A test (and what it nests)
+        is not read: no reaction in a test is reported."""
         for node in _child_statements(root):
             if isinstance(node, ast.ClassDef):
                 flags = self._class_flags.get(id(node), {})
                 for child in node.body:
                     if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef):
-                        if self._holds(child):
+                        if self._holds(child) and not self.facts.in_test(child.lineno):
                             self._read_function(child, flags)
                             self._visit_functions(child, flags)
                     elif isinstance(child, ast.ClassDef):
                         self._visit_functions(ast.Module(body=[child], type_ignores=[]), {})
             elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-                if self._holds(node):
+                if self._holds(node) and not self.facts.in_test(node.lineno):
                     self._read_function(node, inherited)
                     self._visit_functions(node, inherited)
             else:
@@ -989,6 +994,8 @@ _SOURCE_WORDS = frozenset(vocab.PREDICATES | vocab.FLOW_WORDS)
 
 
 def _child_statements(node: ast.AST):
+    if not isinstance(node, _BLOCKS):
+        return
     for name in ("body", "orelse", "finalbody", "handlers", "cases"):
         for child in getattr(node, name, ()):
             if isinstance(child, ast.excepthandler | ast.match_case):
