@@ -289,7 +289,8 @@ def candidate_units(
             if facts.is_sanitizer_helper(fn.name) or facts.is_predicate_helper(fn.name)
         }
         for fn in holders:  # ``ok = isfinite(loss)`` ... ``where(ok, new, old)``
-            found |= facts.scope(fn.lineno).flags
+            if not facts.in_test(fn.lineno):  # a test's flags serve only the test
+                found |= facts.scope(fn.lineno).flags
         if found <= names:
             return selected
         triggers.add_words(found - names)
