@@ -1102,6 +1102,123 @@ HAND_WRITTEN = [
         """,
         (7, "NZ103"),
     ),
+    # ---- words that look like overflow and are not ------------------------------------
+    case(
+        "a tokenizer's OverflowError on a bad token id, beside a decode step",
+        """\
+        class Detokenizer:
+            def next_piece(self, token_id):
+                try:
+                    piece = self._stream.step(self._tokenizer, token_id)
+                except (OverflowError, TypeError):
+                    logger.exception("invalid token id %r", token_id)
+                    return ""
+                return piece
+        """,
+    ),
+    case(
+        "perplexity from a finite loss overflows exp inside the training loop",
+        """\
+        import math
+        def train(model, loader, optimizer, eval_loss):
+            for batch in loader:
+                loss = model(batch).loss
+                loss.backward()
+                optimizer.step()
+            try:
+                perplexity = math.exp(eval_loss)
+            except OverflowError:
+                perplexity = float("inf")
+            logger.info("perplexity %s", perplexity)
+        """,
+    ),
+    case(
+        "a kernel's buffer-overflow counter read from memory",
+        """\
+        import triton.language as tl
+        def copy_kernel(overflow_ptr, n_ptr, dst_ptr):
+            overflow = tl.load(overflow_ptr)
+            n = tl.load(n_ptr)
+            if overflow == 1:
+                return
+            tl.store(dst_ptr, n)
+        """,
+    ),
+    case(
+        "an overflow counter reset, and asked whether it exists",
+        """\
+        import torch
+        class StashManager:
+            def allocate(self):
+                if self.overflow is None:
+                    self.overflow = torch.zeros(1, dtype=torch.int64)
+                else:
+                    self.overflow.zero_()
+            def reset(self, model):
+                if self.stash.overflow is not None:
+                    self.stash.overflow.zero_()
+        """,
+    ),
+    case(
+        "a flag asked whether it is set yet (`is None`), not what it holds",
+        """\
+        def step(self, batch):
+            loss = self.model(batch)
+            if self.found_inf is not None:  # a scaler is attached: it steps for us
+                return loss
+            loss.backward()
+            self.optimizer.step()
+        """,
+    ),
+    case(
+        "a counter zeroed on overflow clears no gradient: training goes on",
+        """\
+        def train(model, loader, optimizer, checker, stats):
+            for batch in loader:
+                model(batch).loss.backward()
+                found_inf = checker.check(model)
+                if found_inf:
+                    stats.zero_()
+                optimizer.step()
+        """,
+        (5, "NZ202"),
+    ),
+    case(
+        "top-k indices of masked-out scores set to -1, every rule on",
+        """\
+        import torch
+        def select(index_scores, k):
+            topk_scores, topk_indices = index_scores.topk(k, dim=-1)
+            return topk_indices.masked_fill(topk_scores == float("-inf"), -1)
+        """,
+        every_rule=True,
+    ),
+    case(
+        "an fp16 optimizer's OverflowError skips the step in the training loop",
+        """\
+        def train(model, loader, optimizer):
+            for batch in loader:
+                try:
+                    model(batch).loss.backward()
+                    optimizer.step()
+                except OverflowError:
+                    optimizer.zero_grad()
+                    continue
+        """,
+        (7, "NZ201"),
+    ),
+    case(
+        "a norm marked -1 for the overflow check, every rule on",
+        """\
+        def global_norm_of(tensors):
+            total_norm = sum(t.norm() ** 2 for t in tensors) ** 0.5
+            inf_or_nan = total_norm.isinf().logical_or(total_norm.isnan())
+            total_norm.masked_fill_(inf_or_nan, -1)
+            return total_norm
+        """,
+        (4, "NZ406"),
+        every_rule=True,
+    ),
 ]
 
 # ---- the same reactions behind every finiteness test ---------------------------------

@@ -70,6 +70,7 @@ class Route:
     flag: str | None  # the name holding it, None for a test read in place
     scaling: bool  # established where a dynamic loss scaler is at work
     weak: bool = False  # a test of a value not known as training signal
+    by_name: bool = False  # a flag known by its name only (``overflow = load(...)``)
 
 
 @dataclass(frozen=True)
@@ -322,7 +323,7 @@ class Flows:
         elif isinstance(stmt, ast.Try | ast.TryStar):
             self._block(unit, stmt.body, loops, bad)
             for handler in stmt.handlers:
-                self._handler(unit, handler, loops)
+                self._handler(unit, handler, stmt.body, loops)
             self._block(unit, stmt.orelse, loops, bad)
             self._block(unit, stmt.finalbody, loops, bad)
         elif isinstance(stmt, ast.Match):
@@ -417,14 +418,43 @@ class Flows:
                 if named:
                     unit.env[key] = named
 
-    def _handler(self, unit: _Unit, handler: ast.ExceptHandler, loops: int) -> None:
+    def _handler(
+        self, unit: _Unit, handler: ast.ExceptHandler, guarded: list[ast.stmt], loops: int
+    ) -> None:
         caught = _caught(handler, self.facts)
-        if "OverflowError" in caught and unit.trains:
+        if "OverflowError" in caught and unit.trains and self._trains_on_signal(unit, guarded):
             route = Route(handler.lineno, "OverflowError", None, unit.scaling)
             self._react(unit, handler.body, (route, True), set(), loops, handler)
             self._block(unit, handler.body, loops, (route, True))
         else:
             self._block(unit, handler.body, loops, None)
+
+    def _clears_signal(self, unit: _Unit, call: ast.Call) -> bool:
+        """Does a zeroing call clear training signal? ``optimizer.zero_grad()`` does;
+        ``p.grad.zero_()`` does; ``self.overflow.zero_()`` resets a counter."""
+        func = call.func
+        if self._called(call) in sources.GRADIENT_CLEARING or not isinstance(func, ast.Attribute):
+            return True
+        return self._signal(unit, func.value, set())
+
+    def _trains_on_signal(self, unit: _Unit, guarded: list[ast.stmt]) -> bool:
+        """Does the code an ``except OverflowError`` guards train (a training call, and
+        training signal)? An fp16 optimizer raises it on overflowing gradients, but it
+        also comes from a finite loss exponentiated for a perplexity (``math.exp(loss)``)
+        and from integer conversions (a tokenizer's ids): neither is a non-finite check."""
+        nodes = [node for stmt in guarded for node in ast.walk(stmt)]
+        training = [
+            node
+            for node in nodes
+            if isinstance(node, ast.Call)
+            and _TRAINING_WORDS.intersection(vocab.name_words(self._called(node)))
+        ]
+        if any(_trains_by_itself(self._called(call), call.func) for call in training):
+            return True  # ``loss.backward()``, ``self.optimizer.step()``, ``train_step(...)``
+        return bool(training) and any(
+            isinstance(node, ast.Name | ast.Attribute) and self.facts.is_signal(node, unit.scope)
+            for node in nodes
+        )
 
     def _if(self, unit: _Unit, stmt: ast.If, loops: int, bad: Flag | None) -> None:
         found = self.flag_of(unit, stmt.test)
@@ -487,6 +517,8 @@ class Flows:
         if outcome is None:
             return False
         kind, node = outcome
+        if route.by_name and not unit.trains:
+            return False  # an ``overflow`` of a buffer, a counter: nothing here trains
         if kind == "go_on":
             if route.scaling or unit.scaling:
                 return False  # the scaler's own bookkeeping: NZ406 flags the skip itself
@@ -515,7 +547,7 @@ class Flows:
                     called in sources.ZEROING_CALLS
                     or called in vocab.MASKED_FILL
                     or (called in sources.FILL_CALLS and _zero_arg(stmt.value))
-                ):
+                ) and self._clears_signal(unit, stmt.value):
                     return "zero", stmt
                 helper = self.facts.helper_name(stmt.value.func)
                 if helper is not None and self._helper_zeroes(helper):
@@ -649,7 +681,11 @@ class Flows:
                         self._add(unit, "scaler_step", stmt, route)
                 if called in vocab.MASKED_FILL and len(node.args) >= 2:
                     found = self.flag_of(unit, node.args[-2], extra)
-                    if found and self._sentinel(unit, node.args[-1]):
+                    if (
+                        found
+                        and self._sentinel(unit, node.args[-1])
+                        and self._fills_what_it_tested(unit, node, found[0], extra)
+                    ):
                         self._add(unit, "sentinel", stmt, found[0])
                 if called in _REDUCTIONS:
                     receiver = [node.func.value] if isinstance(node.func, ast.Attribute) else []
@@ -671,6 +707,18 @@ class Flows:
                         unit, node.orelse, extra
                     ):
                         self._keep(unit, stmt, found)
+
+    def _fills_what_it_tested(
+        self, unit: _Unit, call: ast.Call, route: Route, extra: set[str]
+    ) -> bool:
+        """``norm.masked_fill_(isinf(norm), -1)`` marks the tested value (or training
+        signal); ``indices.masked_fill(scores == -inf, -1)`` marks other values where
+        the scores were masked out, which hides nothing."""
+        method = isinstance(call.func, ast.Attribute) and len(call.args) == 2
+        filled = call.func.value if method else call.args[0]  # type: ignore[union-attr]
+        name = (dotted_name(filled) or "").removeprefix("self.")
+        tested = name in _names(call.args[-2]) or vocab.has_word(route.origin, name)
+        return bool(name and tested) or self._signal(unit, filled, extra)
 
     def _drop(self, unit: _Unit, stmt: ast.stmt, subject: ast.expr, extra: set[str]) -> None:
         """``losses[isfinite(losses)].mean()``: the non-finite samples leave the mean."""
@@ -818,7 +866,8 @@ class Flows:
                 return unit.env[key]
             if isinstance(expr, ast.Attribute) and expr.attr in sources.BAD_FLAG_NAMES:
                 scaler = unit.scaling or expr.attr in SKIP_REPORTS
-                return Route(expr.lineno, _short(self.text, expr), None, scaler), True
+                route = Route(expr.lineno, _short(self.text, expr), None, scaler, by_name=True)
+                return route, True
             if isinstance(expr, ast.Attribute) and expr.attr in ("any", "all"):
                 return self.flag_of(unit, expr.value, extra)
             return None
@@ -860,6 +909,8 @@ class Flows:
                 if not self._signal(unit, other, extra):
                     route = dataclasses.replace(route, weak=True)
                 return route, isinstance(op, ast.Eq | ast.Is)
+        if isinstance(right, ast.Constant) and right.value is None:
+            return None  # ``flag is None`` asks whether it was set, not what it holds
         found = self.flag_of(unit, left, extra)
         if found and isinstance(right, ast.Constant):
             truthy = bool(right.value)
@@ -955,6 +1006,23 @@ _TRAINING_WORDS = frozenset({"train", "step", "backward", "fit", "update", "upda
 _REDUCTIONS = frozenset({"mean", "sum", "nanmean", "nansum", "reduce_mean", "reduce_sum"})
 
 
+# What steps or scales training when one of its methods is called (``optimizer.step()``).
+_TRAINING_RECEIVERS = frozenset(
+    {"optimizer", "optim", "opt", "scaler", "trainer", "model", "engine", "accelerator"}
+)
+
+
+def _trains_by_itself(called: str, func: ast.expr) -> bool:
+    """A call that is training whatever its arguments: ``backward``, ``train_step``,
+    ``fit``, or a step or update of an optimizer, a scaler, a model or an engine."""
+    words = set(vocab.name_words(called))
+    if words & {"train", "backward", "fit"}:
+        return True
+    receiver = dotted_name(func.value) if isinstance(func, ast.Attribute) else None
+    owner = (receiver or "").rsplit(".", 1)[-1]
+    return bool(_TRAINING_RECEIVERS.intersection(vocab.name_words(owner)))
+
+
 def _line_range(node: ast.AST) -> tuple[int, int]:
     """First and last line of a definition, its decorators included."""
     lines = [d.lineno for d in getattr(node, "decorator_list", [])]
@@ -1028,9 +1096,9 @@ def _named_flag(key: str | None, line: int, called: str, scaler: bool) -> Flag |
         return None
     base = key.rsplit(".", 1)[-1]
     if base in sources.BAD_FLAG_NAMES:
-        return Route(line, f"{called}()", base, scaler), True
+        return Route(line, f"{called}()", base, scaler, by_name=True), True
     if base in sources.GOOD_FLAG_NAMES:
-        return Route(line, f"{called}()", base, scaler), False
+        return Route(line, f"{called}()", base, scaler, by_name=True), False
     return None
 
 

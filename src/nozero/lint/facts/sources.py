@@ -71,3 +71,5 @@ ZEROING_CALLS = frozenset(
     {"zero_grad", "zero_", "zeros_like", "zero_grads", "clear_grads", "set_to_zero"}
 )
 FILL_CALLS = frozenset({"fill_", "fill"})
+# Zeroing calls that clear gradients whatever they are called on (an optimizer, a model).
+GRADIENT_CLEARING = frozenset({"zero_grad", "zero_grads", "clear_grads"})
