@@ -1184,6 +1184,54 @@ HAND_WRITTEN = [
         (5, "NZ202"),
     ),
     case(
+        "a no_grad optimizer step reports the skip with a status tuple, every rule on",
+        """\
+        import torch
+        class MixedPrecisionOptimizer:
+            def _unscale_and_check(self, grads):
+                self.found_inf.fill_(0.0)
+                torch._amp_foreach_non_finite_check_and_unscale_(
+                    grads, self.found_inf, self.grad_scaler.inv_scale
+                )
+                return self.found_inf.item() > 0
+            @torch.no_grad()
+            def step(self):
+                found_inf_flag = self._unscale_and_check(self.main_grads())
+                self.grad_scaler.update(found_inf_flag)
+                if found_inf_flag:
+                    return False, None, None
+                success = self.step_with_ready_grads()
+                return success, self.grad_norm, None
+        """,
+        (14, "NZ406"),
+        every_rule=True,
+    ),
+    case(
+        "a step that returns a status on NaN gradients, no scaler",
+        """\
+        import torch
+        class Optimizer:
+            @torch.no_grad()
+            def step(self):
+                bad = any(torch.isnan(p.grad).any() for p in self.params)
+                if bad:
+                    return False
+                self.apply_updates()
+                return True
+        """,
+        (7, "NZ201"),
+    ),
+    case(
+        "a predicate that is not a step returns its answer",
+        """\
+        import torch
+        def grads_are_bad(params):
+            if any(torch.isnan(p.grad).any() for p in params):
+                return True
+            return False
+        """,
+    ),
+    case(
         "top-k indices of masked-out scores set to -1, every rule on",
         """\
         import torch

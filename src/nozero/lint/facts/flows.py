@@ -595,6 +595,8 @@ class Flows:
             return "skip", stmt
         if any(line > stmt.lineno for line in unit.updates_after):
             return "skip", stmt  # the optimizer step below is not taken
+        if _constants(value) and _is_step(unit.node):
+            return "skip", stmt  # ``def step(self): ... return False, None, None``: not taken
         if isinstance(value, ast.Constant):
             return None  # ``return True``: a predicate, its caller decides
         if self.flag_of(unit, value) is not None:
@@ -1021,6 +1023,20 @@ def _trains_by_itself(called: str, func: ast.expr) -> bool:
     receiver = dotted_name(func.value) if isinstance(func, ast.Attribute) else None
     owner = (receiver or "").rsplit(".", 1)[-1]
     return bool(_TRAINING_RECEIVERS.intersection(vocab.name_words(owner)))
+
+
+def _constants(value: ast.expr) -> bool:
+    """``False``, ``(False, None, None)``: a status, not a value computed here."""
+    elements = value.elts if isinstance(value, ast.Tuple) else [value]
+    return bool(elements) and all(isinstance(e, ast.Constant) for e in elements)
+
+
+def _is_step(node: ast.AST) -> bool:
+    """A function named for an optimizer step (``step``, ``optimizer_step``)."""
+    name = getattr(node, "name", "")
+    return isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and "step" in (
+        vocab.name_words(name)
+    )
 
 
 def _line_range(node: ast.AST) -> tuple[int, int]:

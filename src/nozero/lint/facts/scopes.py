@@ -32,6 +32,8 @@ _BOOLEAN_CALLS = frozenset(
 # Words that keep a call named for a metric a training call (``train_and_evaluate``,
 # ``accuracy_loss``).
 _TRAINING_NAME_WORDS = frozenset({"loss", "train", "step", "grad", "grads", "update"})
+# A function named for one of these trains, whatever it is decorated with.
+_STEPPING_NAME_WORDS = frozenset({"step", "train", "training"})
 
 
 def scope_nodes(root: ast.AST) -> Iterator[ast.AST]:
@@ -233,7 +235,10 @@ class FileFacts:
             called |= {
                 last_part(self.qualified(d) or getattr(d, "attr", None)) for d in fn.decorator_list
             }
-            trains = called & (vocab.UPDATE_CALLS | vocab.TRAINING_CALLS)
+            # An optimizer's ``step`` runs under ``no_grad`` as torch's own do: it trains.
+            trains = called & (vocab.UPDATE_CALLS | vocab.TRAINING_CALLS) or (
+                _STEPPING_NAME_WORDS.intersection(vocab.name_words(fn.name))
+            )
             marked = bool(called & vocab.OBSERVING_MARKERS) or bool(curvature)
             self._helper_memo[key] = not trains and marked
         return self._helper_memo[key]
