@@ -1232,6 +1232,130 @@ HAND_WRITTEN = [
         """,
     ),
     case(
+        "a clipping coefficient's 0/0 guarded by the tensor method, NaN gradients still flow",
+        """\
+        import torch
+        def clipped_coeff(weights, grad, threshold):
+            max_norm = weights.norm().mul_(threshold)
+            return max_norm.div_(grad.norm()).nan_to_num_(nan=1.0).clamp_(max=1.0)
+        def clip(model, threshold):
+            for p in model.parameters():
+                p.grad.mul_(clipped_coeff(p.detach(), p.grad.detach(), threshold))
+        """,
+    ),
+    case(
+        "a gradient-noise-scale statistic leaves out overflowed gradients",
+        """\
+        import torch
+        class GradientNoiseScale:
+            def flatten_grads(self):
+                grads = []
+                for g in self.model.stored_gradients:
+                    if g is not None and not g.isnan().any():
+                        grads.append(g.flatten())
+                    else:
+                        return None
+                return torch.cat(grads)
+            def _sync(self, is_overflow):
+                overflow = torch.tensor([is_overflow]).max().item()
+                return overflow
+            def _update(self):
+                grad = self.flatten_grads()
+                is_overflow = self._sync(grad is None)
+                if is_overflow:
+                    return
+                self.buffer = grad
+        """,
+    ),
+    case(
+        "a buffer's overflow handed back by a helper, in code that does not train",
+        """\
+        import torch
+        class Stash:
+            def _sync(self, full):
+                overflow = torch.tensor([full]).max().item()
+                return overflow
+            def pack(self, tensors, grad):
+                for t in tensors:
+                    if self._sync(grad is None):
+                        continue
+                    self.used += t.numel()
+        """,
+    ),
+    case(
+        "an evaluator skips tasks whose metric is still NaN",
+        """\
+        def compute_metrics(self, metrics):
+            out = {}
+            for label, metric in metrics.items():
+                loss = metric.compute()
+                if loss.isnan().item():
+                    continue
+                out[label] = loss.item()
+            return out
+        """,
+    ),
+    case(
+        "t5x-style skip_nan_updates keeps the old optimizer state",
+        """\
+        import jax.numpy as jnp
+        def apply_param_gradient(self, step, hyper_params, param, state, grad):
+            update_scale = hyper_params.learning_rate
+            update_scale *= self.param_scale(param)
+            new_param = param - update_scale * grad
+            if hyper_params.skip_nan_updates:
+                new_param = jnp.where(jnp.isnan(new_param), param, new_param)
+            return new_param, state
+        """,
+        (7, "NZ410"),
+    ),
+    case(
+        "loss weights normalised per sequence, their 0/0 set to 0",
+        """\
+        import jax.numpy as jnp
+        def weights_of(loss_weights):
+            norm_vec = jnp.sum(loss_weights, axis=-1, keepdims=True)
+            loss_weights = jnp.nan_to_num(loss_weights / norm_vec, nan=0, posinf=0, neginf=0)
+            return loss_weights
+        """,
+    ),
+    case(
+        "a nanargmax implementation marks all-NaN rows with -1, every rule on",
+        """\
+        import numpy as np
+        def nanargmax(x, axis=None):
+            nan_mask = np.isnan(x)
+            return np.where(
+                np.all(nan_mask, axis=axis), -1, np.nanargmax(np.where(nan_mask, -np.inf, x))
+            )
+        """,
+        every_rule=True,
+    ),
+    case(
+        "an op puts NaN back where an input was NaN",
+        """\
+        def arctan2(x1, x2):
+            nan_mask = ops.logical_or(ops.is_nan(x1), ops.is_nan(x2))
+            value_out = ops.select(cond, y, out)
+            nan_value = ops.divide(zero_const, zero_const)
+            return ops.select(nan_mask, nan_value, value_out)
+        """,
+    ),
+    case(
+        "skipped fp16 iterations counted from the optimizer's overflow, every rule on",
+        """\
+        def train_step(neox_args, model, data_iterator):
+            loss = forward_backward(model, data_iterator)
+            model.step()
+            if neox_args.precision == "fp16" and model.optimizer.overflow:
+                skipped_iter = 1
+            else:
+                skipped_iter = 0
+            return loss, skipped_iter
+        """,
+        every_rule=True,
+    ),
+    case(
         "top-k indices of masked-out scores set to -1, every rule on",
         """\
         import torch

@@ -125,10 +125,23 @@ def _evidence(node: ast.AST) -> bool:
             and "scale" in _words(func.value)
         )
     if isinstance(node, ast.AugAssign):
-        return isinstance(node.op, ast.Mult | ast.Div) and "scale" in _words(node.target)
+        return isinstance(node.op, ast.Mult | ast.Div) and _scale_stepped(node.target, node.value)
     if isinstance(node, ast.Assign) and len(node.targets) == 1:
         return _scale_adjusted(node.targets[0], node.value)
     return False
+
+
+def _scale_stepped(target: ast.expr, by: ast.expr) -> bool:
+    """``cur_scale /= self.scale_factor``, ``loss_scale *= 2``: a loss scale grown or
+    backed off by a factor. Adafactor's ``update_scale *= param_scale`` scales the
+    learning rate, no loss."""
+    target_words = _words(target)
+    if "scale" not in target_words:
+        return False
+    factor = (isinstance(by, ast.Constant) and isinstance(by.value, int | float)) or bool(
+        _FACTOR_WORDS.intersection(_words(by))
+    )
+    return factor or bool({"loss", "cur", "dynamic"}.intersection(target_words))
 
 
 def _scale_adjusted(target: ast.expr, value: ast.expr) -> bool:

@@ -448,6 +448,7 @@ CONFIG_WORDS = frozenset(
         "eps",
         "epsilon",
         "weight",
+        "weights",
         "coef",
         "coeff",
         "factor",

@@ -288,7 +288,10 @@ class Flows:
         )
 
     def _trains(self, root: ast.AST) -> bool:
-        """Does the code step, compute gradients or loop over batches?"""
+        """Does the code step, compute gradients or loop over batches, or is it named
+        for a step or a loss (Lightning's ``training_step`` steps by returning)?"""
+        if _NAMED_TRAINING.intersection(vocab.name_words(getattr(root, "name", ""))):
+            return True
         for node in scope_nodes(root):
             if isinstance(node, ast.Call):
                 words = vocab.name_words(self._called(node))
@@ -372,12 +375,9 @@ class Flows:
                 key = _key(target)
                 if key:
                     route, polarity = found
-                    if route.flag is None:
-                        route = Route(
-                            stmt.lineno,
-                            route.origin,
-                            key.removeprefix("self."),
-                            route.scaling,
+                    if route.flag is None:  # a test bound to a name: weak stays weak
+                        route = dataclasses.replace(
+                            route, line=stmt.lineno, flag=key.removeprefix("self.")
                         )
                     unit.env[key] = (route, polarity)
                     if not route.weak and "skip" in vocab.name_words(key.rsplit(".", 1)[-1]):
@@ -592,7 +592,9 @@ class Flows:
     ) -> tuple[str, ast.AST] | None:
         value = stmt.value
         if value is None or (isinstance(value, ast.Constant) and value.value is None):
-            return "skip", stmt
+            # in code that trains, leaving is skipping the step; a helper that hands back
+            # None marks the value missing, and what computes with it fails loudly
+            return ("skip", stmt) if unit.trains else None
         if any(line > stmt.lineno for line in unit.updates_after):
             return "skip", stmt  # the optimizer step below is not taken
         if _constants(value) and _is_step(unit.node):
@@ -718,9 +720,12 @@ class Flows:
         the scores were masked out, which hides nothing."""
         method = isinstance(call.func, ast.Attribute) and len(call.args) == 2
         filled = call.func.value if method else call.args[0]  # type: ignore[union-attr]
-        name = (dotted_name(filled) or "").removeprefix("self.")
-        tested = name in _names(call.args[-2]) or vocab.has_word(route.origin, name)
-        return bool(name and tested) or self._signal(unit, filled, extra)
+        return self._is_tested(filled, route, call.args[-2]) or self._signal(unit, filled, extra)
+
+    def _is_tested(self, value: ast.expr, route: Route, test: ast.expr) -> bool:
+        """Is ``value`` (a name) the value the test looked at?"""
+        name = (dotted_name(value) or "").removeprefix("self.")
+        return bool(name) and (name in _names(test) or vocab.has_word(route.origin, name))
 
     def _drop(self, unit: _Unit, stmt: ast.stmt, subject: ast.expr, extra: set[str]) -> None:
         """``losses[isfinite(losses)].mean()``: the non-finite samples leave the mean."""
@@ -755,7 +760,10 @@ class Flows:
         ):
             return
         if any(self._sentinel(unit, b) for b in branches):
-            self._add(unit, "sentinel", stmt, found[0])  # a marker the overflow check reads
+            # a marker the overflow check reads, in place of the tested value (a weak
+            # test's marker elsewhere, ``where(all(isnan(x)), -1, argmax(x))``, hides none)
+            if not found[0].weak or any(self._is_tested(b, found[0], args[0]) for b in branches):
+                self._add(unit, "sentinel", stmt, found[0])
             return
         if found[0].weak and any(self._finfo(unit, b) for b in branches):
             self._add(unit, "clamp", stmt, found[0])  # ``where(isinf(h).any(), max - 1000, max)``
@@ -867,7 +875,7 @@ class Flows:
             if key and key in unit.env:
                 return unit.env[key]
             if isinstance(expr, ast.Attribute) and expr.attr in sources.BAD_FLAG_NAMES:
-                scaler = unit.scaling or expr.attr in SKIP_REPORTS
+                scaler = unit.scaling or expr.attr in SKIP_REPORTS or _optimizer_report(expr)
                 route = Route(expr.lineno, _short(self.text, expr), None, scaler, by_name=True)
                 return route, True
             if isinstance(expr, ast.Attribute) and expr.attr in ("any", "all"):
@@ -945,7 +953,9 @@ class Flows:
                 or any(self._signal(unit, a, extra) for a in call.args)
                 or not call.args
             ):
-                return Route(call.lineno, f"{helper}()", None, returned[0].scaling), returned[1]
+                first, line = returned[0], call.lineno
+                route = Route(line, f"{helper}()", None, first.scaling, by_name=first.by_name)
+                return route, returned[1]
         if called in _MAPPERS and len(call.args) >= 2:  # tree map of a test over signal
             mapped, trees = call.args[0], call.args[1:]
             if any(self._signal(unit, tree, extra) for tree in trees):
@@ -1005,6 +1015,7 @@ class Flows:
 
 # ---- small syntactic helpers --------------------------------------------------------
 _TRAINING_WORDS = frozenset({"train", "step", "backward", "fit", "update", "updates", "optimizer"})
+_NAMED_TRAINING = frozenset({"step", "train", "training", "loss"})
 _REDUCTIONS = frozenset({"mean", "sum", "nanmean", "nansum", "reduce_mean", "reduce_sum"})
 
 
@@ -1023,6 +1034,13 @@ def _trains_by_itself(called: str, func: ast.expr) -> bool:
     receiver = dotted_name(func.value) if isinstance(func, ast.Attribute) else None
     owner = (receiver or "").rsplit(".", 1)[-1]
     return bool(_TRAINING_RECEIVERS.intersection(vocab.name_words(owner)))
+
+
+def _optimizer_report(expr: ast.Attribute) -> bool:
+    """``model.optimizer.overflow``: what an fp16 optimizer (DeepSpeed's, Megatron's)
+    reports of the step its loss scaler skipped; reading it is the scaler's business."""
+    owner = (dotted_name(expr.value) or "").rsplit(".", 1)[-1]
+    return expr.attr == "overflow" and "optimizer" in vocab.name_words(owner)
 
 
 def _constants(value: ast.expr) -> bool:

@@ -32,6 +32,7 @@ _BOOLEAN_CALLS = frozenset(
 # Words that keep a call named for a metric a training call (``train_and_evaluate``,
 # ``accuracy_loss``).
 _TRAINING_NAME_WORDS = frozenset({"loss", "train", "step", "grad", "grads", "update"})
+_DIVISIONS = frozenset({"div", "div_", "divide", "true_divide", "true_divide_"})
 # A function named for one of these trains, whatever it is decorated with.
 _STEPPING_NAME_WORDS = frozenset({"step", "train", "training"})
 
@@ -141,6 +142,7 @@ class Scope:
     signal: set[str] = field(default_factory=set)  # tainted by origin
     grad_functions: set[str] = field(default_factory=set)  # results of jax.grad(...)
     flags: set[str] = field(default_factory=set)  # results of finiteness tests on signal
+    observed: set[str] = field(default_factory=set)  # bound only from a metric's result
 
 
 class FileFacts:
@@ -263,15 +265,28 @@ class FileFacts:
             self._is_nan_constant(keywords.get(name)) for name in ("nan", "posinf", "neginf")
         ):
             return True
-        nan = keywords.get("nan", call.args[1] if len(call.args) > 1 else None)
-        subject = call.args[0] if call.args else keywords.get("x")
-        ratio = isinstance(subject, ast.BinOp) and isinstance(subject.op, ast.Div)
-        if isinstance(subject, ast.Call):
-            name = last_part(self.qualified(subject.func) or getattr(subject.func, "attr", None))
-            ratio = name in {"minimum", "min", "clip", "clamp"} and any(
-                isinstance(a, ast.BinOp) and isinstance(a.op, ast.Div) for a in subject.args
-            )
-        return ratio and isinstance(nan, ast.Constant) and nan.value == 1
+        receiver = call.func.value if isinstance(call.func, ast.Attribute) else None
+        if isinstance(receiver, ast.Call | ast.BinOp | ast.Subscript):
+            # the tensor method: ``max_norm.div_(grad_norm).nan_to_num_(nan=1.0)``
+            subject, nan = receiver, keywords.get("nan", call.args[0] if call.args else None)
+        else:
+            nan = keywords.get("nan", call.args[1] if len(call.args) > 1 else None)
+            subject = call.args[0] if call.args else keywords.get("x")
+        return self._is_ratio(subject) and isinstance(nan, ast.Constant) and nan.value == 1
+
+    def _is_ratio(self, node: ast.expr | None) -> bool:
+        """``clip / norm``, ``max_norm.div_(norm)``, ``minimum(clip / norm, 1.0)``."""
+        if isinstance(node, ast.BinOp):
+            return isinstance(node.op, ast.Div)
+        if not isinstance(node, ast.Call):
+            return False
+        name = last_part(self.qualified(node.func) or getattr(node.func, "attr", None))
+        if name in _DIVISIONS:
+            return True
+        if name in {"minimum", "min", "clip", "clamp", "clamp_"}:
+            receiver = [node.func.value] if isinstance(node.func, ast.Attribute) else []
+            return any(self._is_ratio(a) for a in [*node.args, *receiver])
+        return False
 
     def _is_nan_constant(self, node: ast.expr | None) -> bool:
         if isinstance(node, ast.Attribute):
@@ -332,12 +347,23 @@ class FileFacts:
             parent = self.scope(enclosing.lineno if enclosing else 0)
             scope = Scope(set(parent.signal), set(parent.grad_functions), set(parent.flags))
         bindings = self.bindings(root)
+        scope.observed = self._metric_results(bindings)
         self._propagate(bindings, scope)
         feeding = self._predictions_feeding_loss(root, bindings) - scope.signal
         if feeding:
             scope.signal |= feeding
             self._propagate(bindings, scope)
         return scope
+
+    def _metric_results(self, bindings: list[tuple[set[str], ast.expr]]) -> set[str]:
+        """Names every binding of which is a metric's result (``loss = metric.compute()``
+        in an evaluator): observations, whatever they are called."""
+        only_metrics: dict[str, bool] = {}
+        for names, value in bindings:
+            measured = isinstance(value, ast.Call) and self.computes_metric(value)
+            for name in names:
+                only_metrics[name] = only_metrics.get(name, True) and measured
+        return {name for name, measured in only_metrics.items() if measured}
 
     def _propagate(self, bindings: list[tuple[set[str], ast.expr]], scope: Scope) -> None:
         """Grow ``scope`` through its bindings until nothing new is learned."""
@@ -432,7 +458,9 @@ class FileFacts:
         """Does ``expr`` carry training signal (by name, by origin or through a helper)?"""
         for node in self._signal_carriers(expr):
             if isinstance(node, ast.Name):
-                if node.id in scope.signal or vocab.is_signal_name(node.id):
+                if node.id in scope.signal or (
+                    vocab.is_signal_name(node.id) and node.id not in scope.observed
+                ):
                     return True
             elif isinstance(node, ast.Attribute):
                 chain = (dotted_name(node) or node.attr).split(".")
