@@ -1283,6 +1283,36 @@ HAND_WRITTEN = [
         """,
     ),
     case(
+        "a NaN loss allowed only for an empty batch, asserted, in validation",
+        """\
+        import torch
+        def loss_func(self, batch, loss_for_ub, validation_step):
+            if validation_step and loss_for_ub.isnan():
+                assert batch["loss_mask"].count_nonzero() == 0, "NaN loss with non-empty input"
+                loss_sum_for_ub = torch.zeros_like(loss_for_ub)
+            else:
+                loss_sum_for_ub = batch["num_valid_tokens"] * loss_for_ub
+            return loss_sum_for_ub
+        """,
+    ),
+    case(
+        "NeMo-style skip_nan_grad zeroes the step's gradients",
+        """\
+        import torch
+        def on_after_backward(self):
+            valid_gradients = True
+            for name, param in self.named_parameters():
+                if param.grad is not None:
+                    ok = not (torch.isnan(param.grad).any() or torch.isinf(param.grad).any())
+                    if not ok:
+                        valid_gradients = False
+                        break
+            if not valid_gradients:
+                self.zero_grad()
+        """,
+        (11, "NZ201"),
+    ),
+    case(
         "an evaluator skips tasks whose metric is still NaN",
         """\
         def compute_metrics(self, metrics):

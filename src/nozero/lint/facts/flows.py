@@ -535,8 +535,8 @@ class Flows:
         for stmt in branch:
             if isinstance(stmt, ast.Raise):
                 return None
-            if isinstance(stmt, ast.Assert) and _false(stmt.test):
-                return None
+            if isinstance(stmt, ast.Assert):
+                return None  # ``assert mask.count_nonzero() == 0``: only an explained NaN passes
             if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
                 called = self._called(stmt.value)
                 if called in vocab.RAISING_CALLS or (
@@ -554,6 +554,8 @@ class Flows:
                     return "zero", stmt
             if isinstance(stmt, ast.Return):
                 return self._return_kind(unit, stmt, tested)
+            if isinstance(stmt, ast.Break) and loops and _sets_a_flag(branch, stmt):
+                return None  # ``valid = False; break``: the search ends, the flag decides
             if isinstance(stmt, ast.Continue | ast.Break) and loops:
                 return "skip", stmt
             if isinstance(stmt, ast.Pass) and len(branch) == 1 and (loops or unit.updates_after):
@@ -1164,8 +1166,13 @@ def _is_inf(node: ast.expr) -> bool:
     )
 
 
-def _false(node: ast.expr) -> bool:
-    return isinstance(node, ast.Constant) and not node.value
+def _sets_a_flag(branch: list[ast.stmt], before: ast.stmt) -> bool:
+    """Does ``branch`` set a flag to a constant (``valid = False``) before ``before``?"""
+    for stmt in branch[: branch.index(before)]:
+        if isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Constant):
+            if isinstance(stmt.value.value, bool):
+                return True
+    return False
 
 
 def _none(node: ast.expr | None) -> bool:
