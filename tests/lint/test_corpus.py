@@ -1386,6 +1386,33 @@ HAND_WRITTEN = [
         every_rule=True,
     ),
     case(
+        "a metric reports its NaN as -1, every rule on",
+        """\
+        import torch
+        def compute(self):
+            precision = self.tp / (self.tp + self.fp + self.eps)
+            recall = self.tp / (self.tp + self.fn + self.eps)
+            f1_score = 2 * precision * recall / (precision + recall + self.eps)
+            if torch.isnan(f1_score):
+                f1_score = -1
+            return f1_score
+        """,
+        every_rule=True,
+    ),
+    case(
+        "masked scores' -inf replaced by the smallest finite value, every rule on",
+        """\
+        import torch
+        def select(topk_scores, topk_indices, in_bounds):
+            valid = in_bounds & torch.isfinite(topk_scores)
+            topk_indices = torch.where(valid, topk_indices, torch.full_like(topk_indices, -1))
+            return torch.where(
+                valid, topk_scores, torch.full_like(topk_scores, torch.finfo(torch.float32).min)
+            )
+        """,
+        every_rule=True,
+    ),
+    case(
         "top-k indices of masked-out scores set to -1, every rule on",
         """\
         import torch

@@ -489,8 +489,10 @@ class Flows:
         tested = _names(stmt.test)
         for branch_stmt in stmt.body if polarity else stmt.orelse:
             if isinstance(branch_stmt, ast.Assign) and self._sentinel(unit, branch_stmt.value):
-                if {_key(t) for t in branch_stmt.targets} & tested:
-                    self._add(unit, "sentinel", branch_stmt, route)  # ``norm = -1``
+                marked = {_key(t) for t in branch_stmt.targets} & tested
+                # ``norm = -1``; a metric's ``f1_score = -1`` only reports its NaN
+                if any(not vocab.is_metric_name(key.rsplit(".", 1)[-1]) for key in marked):
+                    self._add(unit, "sentinel", branch_stmt, route)
                 continue
             if not isinstance(branch_stmt, ast.Assign) or not isinstance(
                 branch_stmt.value, ast.Call
@@ -639,6 +641,8 @@ class Flows:
                 continue
             if isinstance(value, ast.Constant) and isinstance(value.value, bool):
                 continue  # a flag being set
+            if vocab.is_metric_name(key.rsplit(".", 1)[-1]):
+                continue  # ``f1_score = -1``: a metric reports a NaN as a marker
             if value is not None and self._sentinel(unit, value):
                 return "sentinel"  # a marker the overflow check reads (``norm = -1``)
             if key in unit.env or self.flag_of(unit, value or target) is not None:
@@ -1077,9 +1081,14 @@ def _strong(found: Flag | None) -> Flag | None:
 
 
 def _mentions_finfo(node: ast.expr) -> bool:
-    """``torch.finfo(h.dtype).max - 1000``: a bound of the floating-point range."""
+    """``torch.finfo(h.dtype).max - 1000``: the top of the floating-point range, where an
+    fp16 clamp puts overflowed activations (``finfo.min`` alone stands in for a masked
+    ``-inf``: masking, not clamping)."""
     return any(
-        isinstance(n, ast.Call) and getattr(n.func, "attr", getattr(n.func, "id", "")) == "finfo"
+        isinstance(n, ast.Attribute)
+        and n.attr == "max"
+        and isinstance(n.value, ast.Call)
+        and getattr(n.value.func, "attr", getattr(n.value.func, "id", "")) == "finfo"
         for n in ast.walk(node)
     )
 
