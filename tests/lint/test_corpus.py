@@ -1413,6 +1413,50 @@ HAND_WRITTEN = [
         every_rule=True,
     ),
     case(
+        "a trainer holding a GradScaler clears NaN gradients in a check of its own",
+        """\
+        import torch
+        class Brain:
+            def __init__(self, modules):
+                self.modules = modules
+                self.scaler = torch.cuda.amp.GradScaler()
+            def fit_batch(self, batch):
+                loss = self.compute_loss(batch)
+                self.scaler.scale(loss).backward()
+                self.check_gradients()
+                self.scaler.step(self.optimizer)
+                self.scaler.update()
+            def check_gradients(self):
+                for param in self.modules.parameters():
+                    if param.grad is not None and not torch.isfinite(param.grad).all():
+                        param.grad = None
+        """,
+        (15, "NZ201"),
+    ),
+    case(
+        "the scaler is updated in the helper that hands back found_inf, every rule on",
+        """\
+        import torch
+        class MixedPrecisionOptimizer:
+            def _unscale_and_check(self):
+                torch._amp_foreach_non_finite_check_and_unscale_(
+                    self.main_grads, self.found_inf, self.grad_scaler.inv_scale
+                )
+                return self.found_inf.item() > 0
+            def prepare_grads(self):
+                found_inf_flag = self._unscale_and_check()
+                self.grad_scaler.update(found_inf_flag)
+                return found_inf_flag
+            def step(self):
+                found_inf_flag = self.prepare_grads()
+                if found_inf_flag:
+                    return False, None, None
+                return self.step_with_ready_grads(), None, None
+        """,
+        (15, "NZ406"),
+        every_rule=True,
+    ),
+    case(
         "top-k indices of masked-out scores set to -1, every rule on",
         """\
         import torch

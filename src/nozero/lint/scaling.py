@@ -45,6 +45,8 @@ SCALE_CALLS = frozenset(
         "get_unscaled_gradients",
     }
 )
+# Calls that move the scale, made by the scaler's own code (``self._update_scale(...)``).
+_SCALE_UPDATES = frozenset({"_update_scale", "update_scale", "update_loss_scale"})
 # Methods of a loss-scale object (``dynamic_scale.update``, ``loss_scale.assign``) that
 # move the scale or compute gradients through it.
 _SCALE_METHODS = frozenset({"update", "value_and_grad", "grad", "assign", "assign_add"})
@@ -78,12 +80,14 @@ _SCALE_MEMBERS = frozenset({"fin_steps", "growth_interval", "backoff_factor", "g
 _EVIDENCE_TEXT = ("scale", "Scale", *_SCALE_MEMBERS)
 
 
-def scaler_in_lines(nodes: Iterable[ast.AST], source: str, first: int, last: int) -> bool:
-    """``scaler_at_work(nodes)`` for nodes on lines ``first..last`` of ``source``,
-    answered from the text alone when those lines name no scale."""
+def scaler_in_lines(
+    nodes: Iterable[ast.AST], source: str, first: int, last: int, *, implemented: bool = False
+) -> bool:
+    """``scaler_at_work(nodes, implemented=...)`` for nodes on lines ``first..last`` of
+    ``source``, answered from the text alone when those lines name no scale."""
     lines = _evidence_lines(source)
     at = bisect_left(lines, first)
-    return at < len(lines) and lines[at] <= last and scaler_at_work(nodes)
+    return at < len(lines) and lines[at] <= last and scaler_at_work(nodes, implemented=implemented)
 
 
 @lru_cache(maxsize=2)
@@ -98,10 +102,30 @@ def _evidence_lines(source: str) -> list[int]:
     return sorted(found)
 
 
-def scaler_at_work(nodes: Iterable[ast.AST]) -> bool:
+def scaler_at_work(nodes: Iterable[ast.AST], *, implemented: bool = False) -> bool:
     """Do the nodes show a dynamic loss scaler at work (the scale adjusted, or a scaler
-    object's own API used)?"""
-    return any(_evidence(node) for node in nodes)
+    object's own API used)? ``implemented``: only a scaler's own implementation counts
+    (the scale adjusted, a scaler class, a scale's members), not a scaler being used: a
+    trainer class holding a ``GradScaler`` also has code of its own that zeroes NaN
+    gradients, and that code is not the scaler's."""
+    evidence = _implementation if implemented else _evidence
+    return any(evidence(node) for node in nodes)
+
+
+def _implementation(node: ast.AST) -> bool:
+    if isinstance(node, ast.ClassDef):  # a scaler, or a subclass of one
+        bases = {(dotted_name(b) or "").rsplit(".", 1)[-1] for b in node.bases}
+        return node.name in SCALER_TYPES or bool(bases & SCALER_TYPES)
+    if isinstance(node, ast.Attribute):
+        return node.attr in _SCALE_MEMBERS
+    if isinstance(node, ast.Call):
+        func = node.func
+        called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+        on_self = not isinstance(func, ast.Attribute) or dotted_name(func.value) == "self"
+        return called in _SCALE_UPDATES and on_self
+    if isinstance(node, ast.AugAssign | ast.Assign):
+        return _evidence(node)
+    return False
 
 
 def _evidence(node: ast.AST) -> bool:

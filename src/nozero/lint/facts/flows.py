@@ -272,9 +272,12 @@ class Flows:
         while node is not None:
             key = id(node)
             if key not in self._scaler_memo:
-                nodes = ast.walk(node) if isinstance(node, ast.ClassDef) else scope_nodes(node)
+                is_class = isinstance(node, ast.ClassDef)
+                nodes = ast.walk(node) if is_class else scope_nodes(node)
                 first, last = _line_range(node)
-                self._scaler_memo[key] = scaler_in_lines(nodes, self.text, first, last)
+                self._scaler_memo[key] = scaler_in_lines(
+                    nodes, self.text, first, last, implemented=is_class
+                )
             if self._scaler_memo[key]:
                 return True
             node = self._enclosing.get(key)
@@ -999,7 +1002,10 @@ class Flows:
                     fn, functools.partial(self._parameter_scope, fn), {}, self._scaler_near(fn)
                 )
                 self._block(unit, fn.body, 0, None)
-                found.update(unit.returns)
+                for position, (route, polarity) in unit.returns.items():
+                    # a flag handed back by code where a scaler is at work is the scaler's
+                    scaling = route.scaling or unit.scaling
+                    found[position] = (dataclasses.replace(route, scaling=scaling), polarity)
         finally:
             self._collect = collecting
         self._helper_memo[name] = found
