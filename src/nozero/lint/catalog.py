@@ -525,14 +525,18 @@ args = TrainingArguments(output_dir="out", logging_nan_inf_filter=True)
 ## What it flags
 Off by default (enable with `--select NZ406` or `--select ALL`). fp16 dynamic loss
 scaling: an overflow check that skips the optimizer step, keeps the old parameters or
-zeroes the gradients where a dynamic loss scaler is at work in the same function or
-class: the scale is adjusted (`cur_scale /= factor`, `self._update_scale(overflow)`,
+zeroes the gradients where a dynamic loss scaler is at work in the same function: the
+scale is adjusted (`cur_scale /= factor`, `self._update_scale(overflow)`,
 `scaler.update()`), or a scaler's own API drives the step (`GradScaler`, apex
 `amp.scale_loss`, flax `DynamicScale`'s `is_fin`, Keras `LossScaleOptimizer`, an
-`optimizer_step_was_skipped` attribute). Also a `GradScaler`'s `step`, which skips by
-itself, and a non-finite gradient norm replaced by a marker (`-1`) that the overflow
-check reads. A flag's name alone (`found_inf`, `overflow`) is not loss scaling: without
-a scaler the skip is clear zero-and-continue, reported by the default rules (NZ201, ...).
+`optimizer_step_was_skipped` attribute, an fp16 optimizer's `overflow`); or in a class
+that implements scaling (a scaler class or subclass, or one that moves the scale in
+another method). A trainer class that merely holds a `GradScaler` is not one: its own
+code that zeroes NaN gradients is reported by the default rules. Also a `GradScaler`'s
+`step`, which skips by itself, and a non-finite gradient norm replaced by a marker
+(`-1`) that the overflow check reads. A flag's name alone (`found_inf`, `overflow`) is
+not loss scaling: without a scaler the skip is clear zero-and-continue, reported by the
+default rules (NZ201, ...).
 
 ## Why it is harmful
 Skipping an overflowed step is how fp16 loss scaling works, so this is not an error by

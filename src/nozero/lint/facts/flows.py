@@ -266,8 +266,9 @@ class Flows:
         return unit
 
     def _scaler_near(self, fn: ast.AST) -> bool:
-        """Is a dynamic loss scaler at work in the function, a function around it, or
-        its class (DeepSpeed lowers ``cur_scale`` in another method of the optimizer)?"""
+        """Is a dynamic loss scaler at work in the function or a function around it, or
+        does its class implement one (DeepSpeed lowers ``cur_scale`` in another method
+        of the optimizer)?"""
         node: ast.AST | None = fn
         while node is not None:
             key = id(node)
