@@ -93,6 +93,8 @@ def seasoned_programs(draw: st.DrawFn) -> str:
     return "".join(lines)
 
 
+# hypothesmith compiles what it generates; odd but valid programs warn as they compile
+@pytest.mark.filterwarnings("ignore::SyntaxWarning")
 @FUZZ
 @given(seasoned_programs())
 def test_grammar_generated_programs(source: str) -> None:
