@@ -1313,6 +1313,38 @@ HAND_WRITTEN = [
         (11, "NZ201"),
     ),
     case(
+        "the loop is left with an error that is raised after cleanup",
+        """\
+        import numpy as np
+        def train_and_evaluate(config, state, batches, writer):
+            error = None
+            for step, batch in enumerate(batches):
+                state, loss = update(state, batch)
+                if not np.isfinite(loss):
+                    error = f"The loss became nan or inf at step {step}"
+                    break
+            writer.close()
+            if error is not None:
+                raise RuntimeError(error)
+            return state
+        """,
+    ),
+    case(
+        "a quantization range check logs an overflow through lax.cond",
+        """\
+        import jax
+        import jax.numpy as jnp
+        def check_overflow(self, inputs, name):
+            max_val, min_val = jnp.max(inputs), jnp.min(inputs)
+            overflow = jnp.logical_or(max_val > self.limits.max_val, min_val < self.limits.min_val)
+            def _true_fn(max_val, min_val):
+                jax.debug.callback(log_overflow, max_val, min_val)
+            def _false_fn(max_val, min_val):
+                pass
+            jax.lax.cond(overflow, _true_fn, _false_fn, max_val, min_val)
+        """,
+    ),
+    case(
         "an evaluator skips tasks whose metric is still NaN",
         """\
         def compute_metrics(self, metrics):

@@ -433,6 +433,26 @@ class Flows:
         else:
             self._block(unit, handler.body, loops, None)
 
+    def _raised_after(self, unit: _Unit, branch: list[ast.stmt], before: ast.stmt) -> bool:
+        """Does the branch record an error that the function raises once the loop is left
+        (big_vision's ``error = ...; break``, then cleanup, then ``raise RuntimeError(error)``)?"""
+        recorded = {
+            name
+            for stmt in branch[: branch.index(before)]
+            if isinstance(stmt, ast.Assign)
+            for target in stmt.targets
+            for name in _names(target)
+        }
+        if not recorded or not isinstance(unit.node, ast.FunctionDef | ast.AsyncFunctionDef):
+            return False
+        return any(
+            isinstance(node, ast.Raise)
+            and node.exc is not None
+            and node.lineno > before.lineno
+            and recorded & _names(node.exc)
+            for node in scope_nodes(unit.node)
+        )
+
     def _clears_signal(self, unit: _Unit, call: ast.Call) -> bool:
         """Does a zeroing call clear training signal? ``optimizer.zero_grad()`` does;
         ``p.grad.zero_()`` does; ``self.overflow.zero_()`` resets a counter."""
@@ -523,15 +543,12 @@ class Flows:
         if outcome is None:
             return False
         kind, node = outcome
-        if route.by_name and not unit.trains:
-            return False  # an ``overflow`` of a buffer, a counter: nothing here trains
         if kind == "go_on":
             if route.scaling or unit.scaling:
                 return False  # the scaler's own bookkeeping: NZ406 flags the skip itself
             if not unit.trains or (not loops and not unit.updates_after):
                 return False
-        self._add(unit, kind, node, route)
-        return True
+        return self._add(unit, kind, node, route)
 
     def _branch(
         self, unit: _Unit, branch: list[ast.stmt], tested: set[str], loops: int, owner: ast.AST
@@ -562,6 +579,8 @@ class Flows:
                 return self._return_kind(unit, stmt, tested)
             if isinstance(stmt, ast.Break) and loops and _sets_a_flag(branch, stmt):
                 return None  # ``valid = False; break``: the search ends, the flag decides
+            if isinstance(stmt, ast.Break) and self._raised_after(unit, branch, stmt):
+                return None  # ``error = "loss is nan"; break`` ... ``raise RuntimeError(error)``
             if isinstance(stmt, ast.Continue | ast.Break) and loops:
                 return "skip", stmt
             if isinstance(stmt, ast.Pass) and len(branch) == 1 and (loops or unit.updates_after):
@@ -658,12 +677,16 @@ class Flows:
                 return "replace"
         return None
 
-    def _add(self, unit: _Unit, kind: str, node: ast.AST, route: Route) -> None:
+    def _add(self, unit: _Unit, kind: str, node: ast.AST, route: Route) -> bool:
+        """Record a reaction; False when it is no reaction at all (a flag known by name
+        only, in code that does not train)."""
+        if route.by_name and not unit.trains:
+            return False  # an ``overflow`` of a buffer, a counter: nothing here trains
         if self._collect:
-            return
+            return True
         where = getattr(unit.node, "lineno", 0)
         if self.facts.only_observes(where) or self.facts.in_test(where):
-            return  # evaluation, metrics, plots and tests touch no training signal
+            return True  # evaluation, metrics, plots and tests touch no training signal
         line = getattr(node, "lineno", 1)
         col = getattr(node, "col_offset", 0)
         last = getattr(node, "end_lineno", line) or line
@@ -673,6 +696,7 @@ class Flows:
         scaling = route.scaling or unit.scaling or kind in _FORCED_SCALING
         if key not in self._reactions:
             self._reactions[key] = Reaction(kind, line, col, line, last, route, scaling)
+        return True
 
     # ---- selections, dropped samples, inside one statement ------------------------
     def _expressions(self, unit: _Unit, stmt: ast.stmt) -> None:
