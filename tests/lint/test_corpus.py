@@ -1345,6 +1345,38 @@ HAND_WRITTEN = [
         """,
     ),
     case(
+        "transitions with NaN observations are not added to the replay buffer",
+        """\
+        import torch
+        def has_nan(observations, actions):
+            return any(torch.isnan(t).any() for t in observations.values()) or bool(
+                torch.isnan(actions).any()
+            )
+        def fill_buffer(transitions, replay_buffer):
+            for transition in transitions:
+                if has_nan(observations=transition["state"], actions=transition["action"]):
+                    continue
+                replay_buffer.add(**transition)
+        """,
+    ),
+    case(
+        "a same-file check of the gradients, called with keywords, skips the step",
+        """\
+        import torch
+        def has_nan(grads):
+            return any(torch.isnan(g).any() for g in grads)
+        def train(model, loader, optimizer):
+            for batch in loader:
+                model(batch).loss.backward()
+                grads = [p.grad for p in model.parameters()]
+                if has_nan(grads=grads):
+                    optimizer.zero_grad()
+                    continue
+                optimizer.step()
+        """,
+        (9, "NZ201"),
+    ),
+    case(
         "an evaluator skips tasks whose metric is still NaN",
         """\
         def compute_metrics(self, metrics):

@@ -982,10 +982,11 @@ class Flows:
         helper = self.facts.helper_name(call.func)
         if helper is not None:
             returned = self._helper_returns(helper).get(None)
+            arguments = [*call.args, *(k.value for k in call.keywords)]
             if returned and (
                 returned[0].scaling
-                or any(self._signal(unit, a, extra) for a in call.args)
-                or not call.args
+                or any(self._signal(unit, a, extra) for a in arguments)
+                or not arguments
             ):
                 first, line = returned[0], call.lineno
                 route = Route(line, f"{helper}()", None, first.scaling, by_name=first.by_name)
