@@ -1377,6 +1377,35 @@ HAND_WRITTEN = [
         (9, "NZ201"),
     ),
     case(
+        "tokens marked with inf are left out of a search, and the marker is read back",
+        """\
+        import numpy as np
+        def reduce_input(grads_mag, labels, beam_size):
+            for idx, label in enumerate(labels):
+                if label != "O":
+                    grads_mag[idx] = float("inf")
+            for _ in range(beam_size):
+                smallest = np.argmin(grads_mag)
+                if grads_mag[smallest] == float("inf"):
+                    break
+                grads_mag[smallest] = float("inf")
+        """,
+    ),
+    case(
+        "an inf gradient norm skips the step where nothing set it to inf",
+        """\
+        def train(model, loader, optimizer):
+            for batch in loader:
+                model(batch).loss.backward()
+                grad_norm = clip_grads(model)
+                if grad_norm == float("inf"):
+                    optimizer.zero_grad()
+                    continue
+                optimizer.step()
+        """,
+        (6, "NZ201"),
+    ),
+    case(
         "an evaluator skips tasks whose metric is still NaN",
         """\
         def compute_metrics(self, metrics):

@@ -453,6 +453,20 @@ class Flows:
             for node in scope_nodes(unit.node)
         )
 
+    def _marked_with_inf(self, unit: _Unit, value: ast.expr) -> bool:
+        """Does the function itself set ``value`` (or what it indexes) to infinity? Then
+        ``value == inf`` reads a marker it wrote (tokens left out of a search), not a
+        non-finite result."""
+        base = _base_name(value)
+        if base is None or not isinstance(unit.node, ast.FunctionDef | ast.AsyncFunctionDef):
+            return False
+        return any(
+            isinstance(node, ast.Assign)
+            and _is_inf(node.value)
+            and any(_base_name(t) == base for t in node.targets)
+            for node in scope_nodes(unit.node)
+        )
+
     def _clears_signal(self, unit: _Unit, call: ast.Call) -> bool:
         """Does a zeroing call clear training signal? ``optimizer.zero_grad()`` does;
         ``p.grad.zero_()`` does; ``self.overflow.zero_()`` resets a counter."""
@@ -948,6 +962,8 @@ class Flows:
                 return self._route(expr, f"{_short(self.text, left)} != itself"), True
             return None
         for side, other in ((left, right), (right, left)):
+            if _is_inf(side) and self._marked_with_inf(unit, other):
+                return None  # ``grads_mag[i] = float("inf")`` ... ``== inf``: a marker read
             if _is_inf(side) and isinstance(op, ast.Eq | ast.NotEq | ast.Is):
                 route = self._route(expr, f"{_short(self.text, other)} == inf")
                 if not self._signal(unit, other, extra):
@@ -1079,6 +1095,13 @@ def _optimizer_report(expr: ast.Attribute) -> bool:
     reports of the step its loss scaler skipped; reading it is the scaler's business."""
     owner = (dotted_name(expr.value) or "").rsplit(".", 1)[-1]
     return expr.attr == "overflow" and "optimizer" in vocab.name_words(owner)
+
+
+def _base_name(node: ast.expr) -> str | None:
+    """``grads_mag`` for ``grads_mag[i]``, ``self.best`` for ``self.best``."""
+    while isinstance(node, ast.Subscript):
+        node = node.value
+    return dotted_name(node)
 
 
 def _constants(value: ast.expr) -> bool:
