@@ -1406,6 +1406,23 @@ HAND_WRITTEN = [
         (6, "NZ201"),
     ),
     case(
+        "a reference metric named a loss (sklearn's hamming loss) is no training loss",
+        """\
+        import numpy as np
+        def _reference_sklearn_hamming_distance(preds, target, average):
+            res = []
+            for pred, true in zip(preds, target):
+                if average == "micro":
+                    res.append(_reference_sklearn_hamming_loss(true, pred))
+                    continue
+                per_class = 1 - confusion(true, pred).diagonal()
+                per_class[np.isnan(per_class)] = 1.0
+                per_class = per_class[np.bincount(pred) != 0]
+                res.append(per_class)
+            return res
+        """,
+    ),
+    case(
         "an evaluator skips tasks whose metric is still NaN",
         """\
         def compute_metrics(self, metrics):

@@ -359,6 +359,8 @@ METRIC_WORDS = frozenset(
         "ssim",
         "evaluate",
         "confusion",
+        "hamming",
+        "sklearn",
         "plot",
         "hist",
         "history",
