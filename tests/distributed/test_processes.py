@@ -11,6 +11,7 @@ import time
 import jax
 import numpy as np
 import pytest
+from durability.helpers import killed_after
 
 from nozero import MESSAGE_PATTERN, NonFiniteError
 from nozero_trainer import loop
@@ -76,10 +77,11 @@ def test_sigkill_of_one_process_ends_the_other_within_60_s(tmp_path):
     launcher = start_worker("kill-after", tmp_path)
     try:
         lines = []
-        for line in launcher.stderr:  # process 1 SIGKILLs itself right after saying so
-            lines.append(line)
-            if line.startswith("[p1] process 1 trained once"):
-                break
+        with killed_after(launcher, 180):  # a launcher that hangs silent ends the read
+            for line in launcher.stderr:  # process 1 SIGKILLs itself right after saying so
+                lines.append(line)
+                if line.startswith("[p1] process 1 trained once"):
+                    break
         killed_at = time.monotonic()
         rest = launcher.communicate(timeout=60)[1]
         elapsed = time.monotonic() - killed_at

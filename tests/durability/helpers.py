@@ -5,6 +5,9 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 # A tiny model and frequent syncs/evaluations: compiles in seconds, checkpoints often.
 TINY = {
@@ -33,3 +36,15 @@ def nozero_train(*args: object, timeout: float = 300) -> subprocess.CompletedPro
     command = [sys.executable, "-m", "nozero_trainer.cli", *map(str, args)]
     env = {**os.environ, "JAX_PLATFORMS": "cpu"}
     return subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env)
+
+
+@contextmanager
+def killed_after(process: subprocess.Popen, seconds: float) -> Iterator[None]:
+    """Kill ``process`` after ``seconds`` unless the block is done: a line-by-line read of
+    its output would otherwise wait forever on a run that hangs without printing."""
+    watchdog = threading.Timer(seconds, process.kill)
+    watchdog.start()
+    try:
+        yield
+    finally:
+        watchdog.cancel()

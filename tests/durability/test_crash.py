@@ -12,7 +12,6 @@ import random
 import signal
 import subprocess
 import sys
-import threading
 import time
 
 import jax
@@ -24,7 +23,7 @@ from nozero_trainer.config import TrainConfig
 from nozero_trainer.runlog import read_metrics
 from nozero_trainer.runner import run_training
 
-from .helpers import TINY, tiny_flags
+from .helpers import TINY, killed_after, tiny_flags
 
 CRASH = {**TINY, "steps": 600, "eval_every": 20, "sync_every": 20, "chunk_steps": 20}
 KILLS = 3
@@ -57,10 +56,7 @@ def _kill_while_checkpointing(process, rng):
     """
     wanted = rng.randint(1, 8)
     seen = 0
-    # A run that hangs without printing would block the read below: kill it after 120 s.
-    watchdog = threading.Timer(120, process.kill)
-    watchdog.start()
-    try:
+    with killed_after(process, 120):
         for line in process.stderr:
             seen += line.startswith("eval at step")
             if seen == wanted:
@@ -69,8 +65,6 @@ def _kill_while_checkpointing(process, rng):
         alive = process.poll() is None
         process.send_signal(signal.SIGKILL)
         process.communicate(timeout=60)
-    finally:
-        watchdog.cancel()
     return alive
 
 
