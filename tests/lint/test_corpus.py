@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 import textwrap
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import pytest
@@ -29,6 +30,21 @@ class Case:
 
 def case(name: str, source: str, *expected: tuple[int, str], every_rule: bool = False) -> Case:
     return Case(name, textwrap.dedent(source), tuple(expected), every_rule)
+
+
+def opt_in_or_not(
+    name: str,
+    source: str,
+    *,
+    default: Sequence[tuple[int, str]] = (),
+    every_rule: Sequence[tuple[int, str]] = (),
+) -> tuple[Case, Case]:
+    """The same code under the default rules and with every rule on: where an opt-in rule
+    takes a site, the default rules must stay silent on it (or report it as before)."""
+    return (
+        case(f"{name}, default rules", source, *default),
+        case(f"{name}, every rule on", source, *every_rule, every_rule=True),
+    )
 
 
 HAND_WRITTEN = [
@@ -358,8 +374,8 @@ HAND_WRITTEN = [
             return max_grad_norm
         """,
     ),
-    case(
-        "flax DynamicScale select, with every rule on",
+    *opt_in_or_not(
+        "flax DynamicScale select",
         """\
         import functools
         import jax
@@ -372,23 +388,7 @@ HAND_WRITTEN = [
             params = jax.tree.map(keep, new_state.params, state.params)
             return new_state.replace(params=params, dynamic_scale=dynamic_scale)
         """,
-        (8, "NZ406"),
-        every_rule=True,
-    ),
-    case(
-        "flax DynamicScale select, default rules",
-        """\
-        import functools
-        import jax
-        import jax.numpy as jnp
-        def train_step(state, batch):
-            grad_fn = state.dynamic_scale.value_and_grad(loss_fn, has_aux=True)
-            dynamic_scale, is_fin, aux, grads = grad_fn(state.params)
-            new_state = state.apply_gradients(grads=grads)
-            keep = functools.partial(jnp.where, is_fin)
-            params = jax.tree.map(keep, new_state.params, state.params)
-            return new_state.replace(params=params, dynamic_scale=dynamic_scale)
-        """,
+        every_rule=[(8, "NZ406")],
     ),
     # ---- TF / Keras -----------------------------------------------------------------
     case(
@@ -522,21 +522,13 @@ HAND_WRITTEN = [
             logging_nan_inf_filter: bool = field(default=False)
         """,
     ),
-    case(
-        "CTC zero_infinity, every rule on",
+    *opt_in_or_not(
+        "CTC zero_infinity",
         """\
         import torch
         criterion = torch.nn.CTCLoss(blank=0, zero_infinity=True)
         """,
-        (2, "NZ407"),
-        every_rule=True,
-    ),
-    case(
-        "CTC zero_infinity, default rules",
-        """\
-        import torch
-        criterion = torch.nn.CTCLoss(blank=0, zero_infinity=True)
-        """,
+        every_rule=[(2, "NZ407")],
     ),
     case(
         "evaluation loop replacing NaN metrics",
@@ -685,8 +677,8 @@ HAND_WRITTEN = [
         (7, "NZ201"),
     ),
     # ---- DeepSpeed / fairseq fp16 ---------------------------------------------------
-    case(
-        "deepspeed-style overflow skip, every rule on",
+    *opt_in_or_not(
+        "deepspeed-style overflow skip",
         """\
         class FP16Optimizer:
             def step(self):
@@ -697,21 +689,7 @@ HAND_WRITTEN = [
                 self.optimizer.step()
                 return self.overflow
         """,
-        (6, "NZ406"),
-        every_rule=True,
-    ),
-    case(
-        "deepspeed-style overflow skip, default rules",
-        """\
-        class FP16Optimizer:
-            def step(self):
-                self.overflow = self.overflow_checker.check_using_norm(self.norm_groups())
-                if self.overflow:
-                    self._update_scale(True)
-                    return self.overflow
-                self.optimizer.step()
-                return self.overflow
-        """,
+        every_rule=[(6, "NZ406")],
     ),
     case(
         "overflow flag set in another method of the class",
