@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from nozero.lint import prefilter, vocab
 from nozero.lint.engine import DEEP_RECURSION_LIMIT, DEFAULT_CODES, Finding, lint_source
+from nozero.lint.lines import split_lines
 from nozero.lint.rules import ALL_RULES
 
 from .conftest import DEEP_SOURCE
@@ -165,10 +166,10 @@ def test_libcst_sees_only_the_statement_holding_a_trigger():
         + textwrap.indent(body, "    ")
         + "\n        grads = jnp.nan_to_num(grads)\n        return grads\n"
     )
-    lines = prefilter.split_lines(source)
+    lines = split_lines(source)
     tree = ast.parse(source)
     units = prefilter.split_units(tree, lines)
-    triggers = prefilter.TriggerLines(source, lines)
+    triggers = prefilter.TriggerLines(source)
     selected = [
         piece
         for unit in units

@@ -32,6 +32,7 @@ from nozero.lint import prefilter
 from nozero.lint.facts import file_facts, reactions
 from nozero.lint.facts.scopes import FileFacts
 from nozero.lint.finding import Finding
+from nozero.lint.lines import split_lines
 from nozero.lint.noqa import noqa_comments
 from nozero.lint.rules import ALL_RULES, Rule, get_rule
 from nozero.lint.rules.base import Context, Hit, children
@@ -222,7 +223,7 @@ def _run_rules(
     shortcuts: bool,
 ) -> list[Hit]:
     facts = file_facts(tree, source)
-    lines = prefilter.split_lines(source)
+    lines = split_lines(source)
     flow_hits = _flow_hits(facts, flow_rules, lines) if flow_rules else []
     if not rules:
         return flow_hits

@@ -17,16 +17,15 @@ hands the whole file to libcst, and the tests compare the two).
 from __future__ import annotations
 
 import ast
-import io
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
-from itertools import accumulate
 
 from nozero.lint import vocab
 from nozero.lint.facts.scopes import FileFacts, FunctionNode, compares_itself
 from nozero.lint.imports import last_part
+from nozero.lint.lines import line_starts
 from nozero.lint.noqa import has_nozero_noqa
 
 
@@ -47,9 +46,9 @@ class TriggerLines:
     """The lines of one file that hold trigger text, found once for the whole file so
     that each unit is a lookup rather than a search."""
 
-    def __init__(self, source: str, lines: list[str]) -> None:
+    def __init__(self, source: str) -> None:
         self.source = source
-        self._ends = list(accumulate(len(line) for line in lines))
+        self._starts = line_starts(source)
         self.words = self._lines(vocab.word_offsets(source, vocab.TRIGGER_WORDS))
         self.words += self._lines(vocab.self_comparisons(source))
         for suffix in vocab.SETTING_SUFFIXES:  # ``ctc_zero_infinity``: part of a word
@@ -66,7 +65,7 @@ class TriggerLines:
         )
 
     def _lines(self, offsets: Iterable[int]) -> list[int]:
-        return sorted({bisect_right(self._ends, offset) + 1 for offset in offsets})
+        return sorted({bisect_right(self._starts, offset) for offset in offsets})
 
     def add_words(self, words: Iterable[str]) -> None:
         """Also count this file's own names for the trigger words (aliases, helpers)."""
@@ -88,11 +87,6 @@ class TriggerLines:
 def _any_within(sorted_lines: list[int], first: int, last: int) -> bool:
     at = bisect_left(sorted_lines, first)
     return at < len(sorted_lines) and sorted_lines[at] <= last
-
-
-def split_lines(source: str) -> list[str]:
-    """Lines as the Python tokenizer counts them (``\\n``, ``\\r\\n`` or ``\\r``), with ends."""
-    return io.StringIO(source, newline="").readlines()
 
 
 @dataclass
@@ -272,7 +266,7 @@ def candidate_units(
         for local, qualified in facts.aliases.items()
         if last_part(qualified) in vocab.TRIGGER_WORDS
     }
-    triggers = TriggerLines(source, lines)
+    triggers = TriggerLines(source)
     triggers.add_words(names - vocab.TRIGGER_WORDS)
     while True:
         frozen = frozenset(names)

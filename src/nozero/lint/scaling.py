@@ -12,14 +12,13 @@ evidence: a plain loop that skips on it is clear zero-and-continue.
 from __future__ import annotations
 
 import ast
-import io
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterable
 from functools import lru_cache
-from itertools import accumulate
 
 from nozero.lint import vocab
 from nozero.lint.imports import dotted_name
+from nozero.lint.lines import line_starts
 
 # Classes whose instances scale the loss dynamically (torch, flax, Keras, fairseq, apex).
 SCALER_TYPES = frozenset(
@@ -92,7 +91,7 @@ def scaler_in_lines(
 
 @lru_cache(maxsize=2)
 def _evidence_lines(source: str) -> list[int]:
-    starts = [0, *accumulate(len(line) for line in io.StringIO(source, newline="").readlines())]
+    starts = line_starts(source)
     found = set()
     for word in _EVIDENCE_TEXT:
         at = source.find(word)

@@ -21,7 +21,6 @@ from __future__ import annotations
 import ast
 import dataclasses
 import functools
-import io
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -32,12 +31,12 @@ from nozero.lint.facts.scopes import (
     FileFacts,
     FunctionNode,
     Scope,
-    line_starts,
     parameter_names,
     scope_nodes,
     source_segment,
 )
 from nozero.lint.imports import BLOCK_STATEMENTS, dotted_name, last_part
+from nozero.lint.lines import line_starts, split_lines
 from nozero.lint.scaling import SKIP_REPORTS, scaler_in_lines
 
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
@@ -160,7 +159,7 @@ class Flows:
         if "==" in self.text:  # ``loss == inf``
             self._lines |= {
                 number
-                for number, line in enumerate(io.StringIO(self.text, newline="").readlines(), 1)
+                for number, line in enumerate(split_lines(self.text), 1)
                 if "==" in line and vocab.INF_COMPARISON.search(line)
             }
         self._sorted_lines = sorted(self._lines)

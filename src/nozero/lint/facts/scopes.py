@@ -11,15 +11,14 @@ answer never depends on which statements libcst was shown.
 from __future__ import annotations
 
 import ast
-import io
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from functools import cached_property, lru_cache
-from itertools import accumulate
+from functools import cached_property
 from typing import Any
 
 from nozero.lint import vocab
 from nozero.lint.imports import child_statements, dotted_name, last_part, resolve
+from nozero.lint.lines import line_starts
 from nozero.lint.scaling import scaler_in_lines
 
 FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef
@@ -77,12 +76,6 @@ def source_segment(text: str, node: ast.expr) -> str:
             text, starts, node.end_lineno, node.end_col_offset
         )
     ]
-
-
-@lru_cache(maxsize=4)
-def line_starts(text: str) -> list[int]:
-    """Offsets where each line starts, splitting as the tokenizer does (\\n, \\r\\n, \\r)."""
-    return [0, *accumulate(len(line) for line in io.StringIO(text, newline="").readlines())]
 
 
 def _offset(text: str, starts: list[int], line: int, byte_column: int) -> int:

@@ -9,7 +9,6 @@ test on it (the whole-file ``FileFacts``), and where a node is.
 from __future__ import annotations
 
 import dataclasses
-import io
 import textwrap
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -20,8 +19,9 @@ import libcst as cst
 from libcst.metadata import CodeRange, PositionProvider
 
 from nozero.lint import catalog, vocab
-from nozero.lint.facts.scopes import FileFacts, line_starts
+from nozero.lint.facts.scopes import FileFacts
 from nozero.lint.imports import last_part, resolve
+from nozero.lint.lines import line_starts, split_lines
 
 _INDENTATION = " \t\x0c"
 
@@ -182,7 +182,7 @@ class Context:
 
     @cached_property
     def _generated_lines(self) -> list[str]:
-        return io.StringIO(self.module.code, newline="").readlines()
+        return split_lines(self.module.code)
 
     def report(self, node: cst.CSTNode, rule: Rule, detail: str = "") -> None:
         if self.facts.only_observes(self.scope_key) or self.facts.in_test(self.scope_key):
