@@ -1063,7 +1063,7 @@ class Flows:
         return self.facts.is_signal(expr, unit.scope)
 
     def _called(self, call: ast.Call) -> str:
-        return last_part(self.facts.qualified(call.func) or getattr(call.func, "attr", None))
+        return self.facts.called(call.func)
 
 
 # ---- small syntactic helpers --------------------------------------------------------

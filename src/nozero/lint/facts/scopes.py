@@ -223,13 +223,11 @@ class FileFacts:
                 if any(k.arg in ("grad_outputs", "create_graph") for k in c.keywords)
             ]
             called = {
-                last_part(self.qualified(n.func) or getattr(n.func, "attr", None))
+                self.called(n.func)
                 for n in calls
                 if n not in curvature and not _updates_a_mapping(n)
             }
-            called |= {
-                last_part(self.qualified(d) or getattr(d, "attr", None)) for d in fn.decorator_list
-            }
+            called |= {self.called(d) for d in fn.decorator_list}
             # An optimizer's ``step`` runs under ``no_grad`` as torch's own do: it trains.
             trains = called & (vocab.UPDATE_CALLS | vocab.TRAINING_CALLS) or (
                 _STEPPING_NAME_WORDS.intersection(vocab.name_words(fn.name))
@@ -273,7 +271,7 @@ class FileFacts:
             return isinstance(node.op, ast.Div)
         if not isinstance(node, ast.Call):
             return False
-        name = last_part(self.qualified(node.func) or getattr(node.func, "attr", None))
+        name = self.called(node.func)
         if name in _DIVISIONS:
             return True
         if name in {"minimum", "min", "clip", "clamp", "clamp_"}:
@@ -398,7 +396,7 @@ class FileFacts:
             return set()
         sources: list[ast.AST] = [v for names, v in bindings if any(map(vocab.is_loss_name, names))]
         for node in scope_nodes(root):
-            if isinstance(node, ast.Call) and vocab.is_loss_name(self._callee_name(node.func)):
+            if isinstance(node, ast.Call) and vocab.is_loss_name(self.called(node.func)):
                 sources.extend([*node.args, *(k.value for k in node.keywords)])
             elif isinstance(node, ast.Return) and node.value is not None:
                 if isinstance(root, ast.FunctionDef | ast.AsyncFunctionDef) and vocab.is_loss_name(
@@ -412,8 +410,10 @@ class FileFacts:
             fed -= parameter_names(root)
         return predictions & fed
 
-    def _callee_name(self, func: ast.expr) -> str:
-        return last_part(self.qualified(func) or getattr(func, "attr", None)) or ""
+    def called(self, func: ast.expr) -> str:
+        """The last part of what a call goes to, resolved through the file's imports
+        (``np.isnan`` -> ``isnan``; ``self.helper`` -> ``helper``)."""
+        return last_part(self.qualified(func) or getattr(func, "attr", None))
 
     def _calls_model(self, value: ast.expr) -> bool:
         """Is ``value`` computed by calling a model (``model(x)``, ``self.proj(x)``,
@@ -482,7 +482,7 @@ class FileFacts:
         """A call to a metric (its name, or its receiver's, names a score, a precision,
         an accuracy...), unless it is also named for a loss."""
         func = call.func
-        names = [last_part(self.qualified(func) or getattr(func, "attr", None))]
+        names = [self.called(func)]
         if isinstance(func, ast.Attribute):
             names.append(last_part(dotted_name(func.value) or ""))
         return any(
@@ -543,7 +543,7 @@ class FileFacts:
         return False
 
     def _test_call(self, call: ast.Call, lens: _Lens) -> bool:
-        name = last_part(self.qualified(call.func) or getattr(call.func, "attr", None))
+        name = self.called(call.func)
         subject = self.predicate_subject(call)
         if subject is not None:
             return lens.signal(subject)
@@ -565,7 +565,7 @@ class FileFacts:
 
     def predicate_subject(self, call: ast.Call) -> ast.expr | None:
         """What ``isnan(x)`` / ``x.isnan()`` tests, or None when ``call`` is no such test."""
-        name = last_part(self.qualified(call.func) or getattr(call.func, "attr", None))
+        name = self.called(call.func)
         if name not in vocab.PREDICATES:
             return None
         if call.args:
@@ -589,7 +589,7 @@ class FileFacts:
             if isinstance(node, ast.Call):
                 if last_part(self.qualified(node.func)) in vocab.RAISING_CALLS:
                     return True
-                called = last_part(self.qualified(node.func) or getattr(node.func, "attr", None))
+                called = self.called(node.func)
                 if self.defines_function(called) and self.is_raising_helper(called):
                     return True
         return False
@@ -640,12 +640,7 @@ class FileFacts:
             and last_part(self.qualified(expr.args[0]) or "") in vocab.SELECTORS
         ):
             return False
-        if (
-            isinstance(expr, ast.Call)
-            and expr.args
-            and last_part(self.qualified(expr.func) or getattr(expr.func, "attr", None))
-            in vocab.SELECTORS
-        ):
+        if isinstance(expr, ast.Call) and expr.args and self.called(expr.func) in vocab.SELECTORS:
             chosen = [*expr.args[1:], *(k.value for k in expr.keywords)]
             if any(self.is_signal(a, scope) for a in chosen):
                 return any(self._mentions(a, names, scope) for a in chosen)
@@ -737,9 +732,7 @@ class FileFacts:
 
     def _sanitizes_parameter(self, fn: FunctionNode, only: str | None = None) -> bool:
         calls = [
-            (node, last_part(self.qualified(node.func) or getattr(node.func, "attr", None)))
-            for node in scope_nodes(fn)
-            if isinstance(node, ast.Call)
+            (node, self.called(node.func)) for node in scope_nodes(fn) if isinstance(node, ast.Call)
         ]
         calls = [(c, n) for c, n in calls if n in vocab.SANITIZERS | vocab.MASKED_FILL | {"where"}]
         if not calls:
@@ -782,7 +775,7 @@ class FileFacts:
             return node.attr in vocab.CONSTANT_NAMES
         if not isinstance(node, ast.Call):
             return False
-        name = last_part(self.qualified(node.func) or getattr(node.func, "attr", None))
+        name = self.called(node.func)
         if name in vocab.CONSTANT_CONVERSIONS:
             return bool(node.args) and all(
                 self.is_constant(a) or (isinstance(a, ast.Constant) and isinstance(a.value, str))
