@@ -80,6 +80,10 @@ OBSERVING_CALLS = frozenset(
     }
 )
 
+# A function named for one of these trains, whatever it is decorated with or calls
+# (``step``, ``train_step``, Lightning's ``training_step``).
+STEPPING_NAME_WORDS = frozenset({"step", "train", "training"})
+
 # Calls that apply an optimizer step (a check guarding one skips the step).
 UPDATE_CALLS = frozenset({"step", "apply_updates", "apply_gradients", "backward", "minimize"})
 

@@ -1068,7 +1068,7 @@ class Flows:
 
 # ---- small syntactic helpers --------------------------------------------------------
 _TRAINING_WORDS = frozenset({"train", "step", "backward", "fit", "update", "updates", "optimizer"})
-_NAMED_TRAINING = frozenset({"step", "train", "training", "loss"})
+_NAMED_TRAINING = vocab.STEPPING_NAME_WORDS | {"loss"}
 _REDUCTIONS = frozenset({"mean", "sum", "nanmean", "nansum", "reduce_mean", "reduce_sum"})
 
 

@@ -32,8 +32,6 @@ _BOOLEAN_CALLS = frozenset(
 # ``accuracy_loss``).
 _TRAINING_NAME_WORDS = frozenset({"loss", "train", "step", "grad", "grads", "update"})
 _DIVISIONS = frozenset({"div", "div_", "divide", "true_divide", "true_divide_"})
-# A function named for one of these trains, whatever it is decorated with.
-_STEPPING_NAME_WORDS = frozenset({"step", "train", "training"})
 
 
 def scope_nodes(root: ast.AST) -> Iterator[ast.AST]:
@@ -230,7 +228,7 @@ class FileFacts:
             called |= {self.called(d) for d in fn.decorator_list}
             # An optimizer's ``step`` runs under ``no_grad`` as torch's own do: it trains.
             trains = called & (vocab.UPDATE_CALLS | vocab.TRAINING_CALLS) or (
-                _STEPPING_NAME_WORDS.intersection(vocab.name_words(fn.name))
+                vocab.STEPPING_NAME_WORDS.intersection(vocab.name_words(fn.name))
             )
             marked = bool(called & vocab.OBSERVING_MARKERS) or bool(curvature)
             self._helper_memo[key] = not trains and marked
