@@ -378,6 +378,9 @@ class FileFacts:
         what is computed from them) that the scope's loss is computed from: cleaning those
         hides a NaN the model produced. Inputs and labels reach the loss too, but come from
         the data: cleaning them is input cleaning."""
+        fed = self._names_reaching_a_loss(root, bindings)
+        if not fed:  # most scopes compute no loss: nothing to follow
+            return set()
         predictions: set[str] = set()
         changed = True
         while changed:
@@ -390,23 +393,25 @@ class FileFacts:
                 ):
                     predictions |= names
                     changed = True
-        if not predictions:
-            return set()
+        return predictions & fed
+
+    def _names_reaching_a_loss(
+        self, root: ast.AST, bindings: list[tuple[set[str], ast.expr]]
+    ) -> set[str]:
+        """Names the scope computes its loss from: arguments of a loss call, values bound
+        to a loss, what a loss function returns. A parameter re-bound to a model's output
+        (``def forward(self, x): x = nan_to_num(x); x = self.layer(x)``) was first the
+        input, which may be cleaned: parameters are left out."""
         sources: list[ast.AST] = [v for names, v in bindings if any(map(vocab.is_loss_name, names))]
+        function = root if isinstance(root, ast.FunctionDef | ast.AsyncFunctionDef) else None
+        returns_loss = function is not None and vocab.is_loss_name(function.name)
         for node in scope_nodes(root):
             if isinstance(node, ast.Call) and vocab.is_loss_name(self.called(node.func)):
                 sources.extend([*node.args, *(k.value for k in node.keywords)])
-            elif isinstance(node, ast.Return) and node.value is not None:
-                if isinstance(root, ast.FunctionDef | ast.AsyncFunctionDef) and vocab.is_loss_name(
-                    root.name
-                ):
-                    sources.append(node.value)
+            elif isinstance(node, ast.Return) and node.value is not None and returns_loss:
+                sources.append(node.value)
         fed = {n.id for source in sources for n in ast.walk(source) if isinstance(n, ast.Name)}
-        # ``def forward(self, x): x = nan_to_num(x); x = self.layer(x)``: a parameter
-        # re-bound to a model's output was first the input, which may be cleaned.
-        if isinstance(root, ast.FunctionDef | ast.AsyncFunctionDef):
-            fed -= parameter_names(root)
-        return predictions & fed
+        return fed - parameter_names(function) if function else fed
 
     def called(self, func: ast.expr) -> str:
         """The last part of what a call goes to, resolved through the file's imports
