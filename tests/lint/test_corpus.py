@@ -1161,6 +1161,124 @@ HAND_WRITTEN = [
         """,
         (5, "NZ202"),
     ),
+    # ---- a flag looked up in a state, not returned by a call ---------------------------
+    *opt_in_or_not(
+        "an optimizer step returns early on its grad scaler's found_inf",
+        """\
+        import torch
+        class FusedAdam(torch.optim.Optimizer):
+            def step(self, closure=None, *, grad_scaler: torch.amp.GradScaler | None = None):
+                if grad_scaler is not None:
+                    state = grad_scaler._per_optimizer_states[id(self)]
+                    found_inf = state["found_inf_per_device"][self.device]
+                    if found_inf.item():
+                        return
+                self._apply_updates()
+        """,
+        every_rule=[(8, "NZ406")],
+    ),
+    case(
+        "an optimizer step returns early on a found_inf looked up in its own state",
+        """\
+        import torch
+        class GuardedAdam(torch.optim.Optimizer):
+            def step(self, closure=None):
+                found_inf = self.state["found_inf"]
+                if found_inf.item():
+                    return
+                self._apply_updates()
+        """,
+        (6, "NZ201"),
+    ),
+    case(
+        "an overflow count looked up by a report that trains nothing",
+        """\
+        def summarize(stats):
+            overflow = stats["overflow"]
+            if overflow:
+                return "saturated"
+            return "ok"
+        """,
+    ),
+    # ---- a check helper whose caller drops the answer and steps -------------------------
+    case(
+        "a check that only warns, called between backward and the step (patience)",
+        """\
+        import torch
+        class Brain:
+            def fit_batch(self, batch):
+                loss = self.compute_objectives(batch)
+                loss.backward()
+                self.check_loss_isfinite(loss)
+                self.optimizer.step()
+            def check_loss_isfinite(self, loss):
+                if not torch.isfinite(loss):
+                    self.nonfinite_count += 1
+                    if self.nonfinite_count > self.patience:
+                        raise ValueError("loss is not finite, patience exhausted")
+                    logger.warning("patience not yet exhausted")
+        """,
+        (9, "NZ202"),
+    ),
+    case(
+        "a check that only warns, called after the step in the batch loop",
+        """\
+        import torch
+        class Trainer:
+            def train(self, loader):
+                for batch in loader:
+                    loss = self.model(batch)
+                    loss.backward()
+                    self.optimizer.step()
+                    self.report_loss(loss)
+            def report_loss(self, loss):
+                if torch.isnan(loss):
+                    logger.warning("loss is nan")
+        """,
+        (10, "NZ202"),
+    ),
+    case(
+        "a check that raises, and a warning used only in evaluation or after training",
+        """\
+        import torch
+        def check_loss(loss):
+            if not torch.isfinite(loss):
+                raise FloatingPointError("non-finite loss")
+        def warn_if_nan(loss):
+            if torch.isnan(loss):
+                print("nan")
+        def evaluate(model, loader):
+            for batch in loader:
+                with torch.no_grad():
+                    loss = model(batch)
+                warn_if_nan(loss)
+        def train(model, loader, optimizer):
+            for batch in loader:
+                loss = model(batch)
+                check_loss(loss)
+                loss.backward()
+                optimizer.step()
+            warn_if_nan(loss)
+        """,
+    ),
+    case(
+        "a check whose answer the caller raises on",
+        """\
+        import math
+        def loss_ok(loss):
+            if not math.isfinite(loss):
+                print("non-finite loss")
+                return False
+            return True
+        def train(model, loader, optimizer):
+            for batch in loader:
+                loss = model(batch)
+                if not loss_ok(loss.item()):
+                    raise RuntimeError("non-finite loss")
+                loss.backward()
+                optimizer.step()
+        """,
+    ),
     case(
         "a no_grad optimizer step reports the skip with a status tuple, every rule on",
         """\

@@ -40,6 +40,7 @@ from nozero.lint.lines import line_starts, split_lines
 from nozero.lint.scaling import SKIP_REPORTS, scaler_in_lines
 
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+_LOOPS = (ast.For, ast.AsyncFor, ast.While)
 _BLOCKS = (*BLOCK_STATEMENTS, ast.excepthandler, ast.match_case)
 _SELECT_CALLS = frozenset({"where", "select", "cond", "switch", "tree_where", "select_n"})
 _MAPPERS = frozenset({"map", "tree_map", "map_structure", "tree_map_with_path"})
@@ -321,7 +322,7 @@ class Flows:
             self._assign(unit, stmt, bad)
         elif isinstance(stmt, ast.If):
             self._if(unit, stmt, loops, bad)
-        elif isinstance(stmt, ast.For | ast.AsyncFor | ast.While):
+        elif isinstance(stmt, _LOOPS):
             self._block(unit, stmt.body, loops + 1, bad)
             self._block(unit, stmt.orelse, loops, bad)
         elif isinstance(stmt, ast.With | ast.AsyncWith):
@@ -387,9 +388,9 @@ class Flows:
                         self._add(unit, "skip", stmt, route)  # the decision to skip
             elif isinstance(target, ast.Tuple | ast.List):
                 self._unpack(unit, target, value, stmt.lineno)
-            elif isinstance(value, ast.Call):
+            elif isinstance(value, ast.Call | ast.Subscript):
                 key = _key(target)
-                named = _named_flag(key, stmt.lineno, self._called(value), unit.scaling)
+                named = _named_flag(key, stmt.lineno, self._opaque(value), unit.scaling)
                 if named:
                     unit.env[key] = named  # type: ignore[index]
 
@@ -417,9 +418,16 @@ class Flows:
                     polarity,
                 )
             elif isinstance(value, ast.Call):
-                named = _named_flag(key, line, self._called(value), unit.scaling)
+                named = _named_flag(key, line, self._opaque(value), unit.scaling)
                 if named:
                     unit.env[key] = named
+
+    def _opaque(self, value: ast.Call | ast.Subscript) -> str:
+        """How a route names a value read from somewhere the pass cannot see into: the
+        call (``check_overflow()``) or the lookup (``state["found_inf"][device]``)."""
+        if isinstance(value, ast.Call):
+            return f"{self._called(value)}()"
+        return _short(self.text, value)
 
     def _handler(
         self, unit: _Unit, handler: ast.ExceptHandler, guarded: list[ast.stmt], loops: int
@@ -559,9 +567,25 @@ class Flows:
         if kind == "go_on":
             if route.scaling or unit.scaling:
                 return False  # the scaler's own bookkeeping: NZ406 flags the skip itself
-            if not unit.trains or (not loops and not unit.updates_after):
+            steps_here = unit.trains and (loops or unit.updates_after)
+            if not steps_here and not self._checked_before_a_step(unit.node):
                 return False
         return self._add(unit, kind, node, route)
+
+    def _checked_before_a_step(self, fn: ast.AST) -> bool:
+        """Is ``fn`` a check that code which trains calls, drops the answer of, and then
+        steps (below the call, or in a loop around it)? Its branch that only observes lets
+        that step go on: ``self.check_loss(loss)`` followed by ``optimizer.step()``."""
+        for caller, line in self.facts.dropped_calls(getattr(fn, "name", "")):
+            if self.facts.in_test(caller.lineno) or self.facts.only_observes(caller.lineno):
+                continue
+            steps = self._steps(caller)
+            if any(step > line for step in steps):
+                return True
+            loops = (n for n in scope_nodes(caller) if isinstance(n, _LOOPS))
+            if any(_within(loop, line) and any(_within(loop, s) for s in steps) for loop in loops):
+                return True
+        return False
 
     def _branch(
         self, unit: _Unit, branch: list[ast.stmt], tested: set[str], loops: int, owner: ast.AST
@@ -1124,6 +1148,11 @@ def _line_range(node: ast.AST) -> tuple[int, int]:
     return first, node.end_lineno or node.lineno  # type: ignore[attr-defined]
 
 
+def _within(node: ast.AST, line: int) -> bool:
+    first, last = _line_range(node)
+    return first <= line <= last
+
+
 def _any_within(sorted_lines: list[int], first: int, last: int) -> bool:
     at = bisect_left(sorted_lines, first)
     return at < len(sorted_lines) and sorted_lines[at] <= last
@@ -1188,16 +1217,16 @@ def _key(target: ast.expr) -> str | None:
     return None
 
 
-def _named_flag(key: str | None, line: int, called: str, scaler: bool) -> Flag | None:
-    """A flag named for what it holds, bound from an opaque call (``found_inf = ...``);
-    its name says nothing of loss scaling: ``scaler`` does."""
+def _named_flag(key: str | None, line: int, origin: str, scaler: bool) -> Flag | None:
+    """A flag named for what it holds, bound from an opaque call or lookup
+    (``found_inf = ...``); its name says nothing of loss scaling: ``scaler`` does."""
     if not key:
         return None
     base = key.rsplit(".", 1)[-1]
     if base in sources.BAD_FLAG_NAMES:
-        return Route(line, f"{called}()", base, scaler, by_name=True), True
+        return Route(line, origin, base, scaler, by_name=True), True
     if base in sources.GOOD_FLAG_NAMES:
-        return Route(line, f"{called}()", base, scaler, by_name=True), False
+        return Route(line, origin, base, scaler, by_name=True), False
     return None
 
 

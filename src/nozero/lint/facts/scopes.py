@@ -198,6 +198,22 @@ class FileFacts:
             return None
         return name if name in self._functions_by_name else None
 
+    def dropped_calls(self, name: str) -> list[tuple[FunctionNode, int]]:
+        """(caller, line) of each call to the same-file function ``name`` made as a
+        statement of its own: the caller drops what the function returns."""
+        return self._dropped_calls.get(name, [])
+
+    @cached_property
+    def _dropped_calls(self) -> dict[str, list[tuple[FunctionNode, int]]]:
+        found: dict[str, list[tuple[FunctionNode, int]]] = {}
+        for caller, _ in self._functions.values():
+            for node in scope_nodes(caller):
+                if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
+                    name = self.helper_name(node.value.func)
+                    if name is not None:
+                        found.setdefault(name, []).append((caller, node.lineno))
+        return found
+
     def only_observes(self, key: int) -> bool:
         """Does the function on line ``key``, or one around it, only observe values
         (evaluation under ``no_grad``/``eval()``, plots, metrics) while computing no
