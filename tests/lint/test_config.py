@@ -63,8 +63,8 @@ def test_config_is_found_from_a_subdirectory_run(lint, tmp_path: Path):
 
 def test_per_file_ignores_drop_codes_for_matching_files(lint, tmp_path: Path, nan_code: str):
     write(tmp_path / "src" / "train.py", BAD_SOURCE)
-    write(tmp_path / "tests" / "test_train.py", BAD_SOURCE)
-    write(tmp_path / "tests" / "deep" / "test_more.py", BAD_SOURCE)
+    write(tmp_path / "tests" / "helpers.py", BAD_SOURCE)
+    write(tmp_path / "tests" / "deep" / "more.py", BAD_SOURCE)
     write(tmp_path / "scratch.py", BAD_SOURCE)
     pyproject(
         tmp_path,
@@ -74,7 +74,7 @@ def test_per_file_ignores_drop_codes_for_matching_files(lint, tmp_path: Path, na
     )
     assert reported(lint()) == [("src/train.py", nan_code)]
     # Per-file ignores hold for a file named on its own, and for stdin's filename.
-    assert reported(lint("tests/deep/test_more.py")) == []
+    assert reported(lint("tests/deep/more.py")) == []
     for name, expected in (("tests/t.py", ""), ("src/t.py", f"src/t.py:{BAD_LINE}:")):
         result = run_console_script(
             "lint", "-", "--stdin-filename", name, cwd=tmp_path, stdin=BAD_SOURCE.encode()

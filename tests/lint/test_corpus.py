@@ -1200,6 +1200,62 @@ HAND_WRITTEN = [
             return "ok"
         """,
     ),
+    case(
+        "a NaN loss replaced by nan_to_num after a test of it: one site, one finding",
+        """\
+        import torch
+        def forward(self, prediction, labels):
+            masked_lm_loss = self.ce_loss(prediction, labels)
+            if torch.isnan(masked_lm_loss):
+                warnings.warn("NaN in masked_lm_loss, replaced with 0")
+                masked_lm_loss = torch.nan_to_num(masked_lm_loss, nan=0.0)
+            return masked_lm_loss
+        """,
+        (6, "NZ101"),
+    ),
+    case(
+        "a size named for parameters is no training signal (an offload planner's search)",
+        """\
+        class Planner:
+            def cost(self, region):
+                extra = 2.0 * self.transfer_time(region.param_size)
+                return (float("inf"),) if extra == 0 else (region.saving / extra,)
+            def plan(self):
+                while self.peak > self.budget:
+                    for region in self.regions:
+                        profit = self.cost(region)
+                        if profit[0] == float("inf"):
+                            break
+                    self.update_state(region)
+        """,
+    ),
+    case(
+        "a search that fills an overflow flag and breaks; the step skipped on it later",
+        """\
+        import torch
+        import torch.distributed as dist
+        def has_inf_or_nan(tensor):
+            return not torch.isfinite(tensor).all()
+        class FP16Optimizer:
+            def _check_overflow(self):
+                self._found_overflow.fill_(0.0)
+                for group in self._optimizer.param_groups:
+                    for p in group["params"]:
+                        if p.grad is not None and has_inf_or_nan(p.grad):
+                            self._found_overflow.fill_(1.0)
+                            break
+                dist.all_reduce(self._found_overflow)
+                return self._found_overflow.item() > 0
+            def step(self):
+                found_inf = self._check_overflow()
+                if found_inf:
+                    self._optimizer.zero_grad()
+                    return False
+                self._optimizer.step()
+                return True
+        """,
+        (18, "NZ201"),
+    ),
     # ---- a check helper whose caller drops the answer and steps -------------------------
     case(
         "a check that only warns, called between backward and the step (patience)",

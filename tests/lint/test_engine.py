@@ -139,6 +139,26 @@ def test_require_reason_reports_reasonless_nozero_noqa_without_a_finding():
         assert [(f.line, f.code) for f in findings] == [(1, "NZ002")]
 
 
+@pytest.mark.parametrize("shortcuts", [True, False])
+@pytest.mark.parametrize(
+    "path", ["tests/test_train.py", "pkg/train_test.py", "conftest.py", "test_x.py"]
+)
+def test_nothing_in_a_test_module_is_reported_but_its_bare_noqa(path: str, shortcuts: bool):
+    """A test module exercises training code (a helper that zeroes NaN gradients for a
+    parity check, a fixture building ``apply_if_finite``); it trains nothing itself."""
+    source = BAD.format("") + "def broken(:\n"  # a finding and a syntax error
+    assert lint_source(BAD.format(""), "train.py", shortcuts=shortcuts) != []
+    assert lint_source(source, path, select=EVERY_CODE, shortcuts=shortcuts) == []
+    bare = BAD.format("  # noqa: NZ101")
+    findings = lint_source(bare, path, require_reason=True, shortcuts=shortcuts)
+    assert [(f.line, f.code) for f in findings] == [(4, "NZ002")]
+
+
+@pytest.mark.parametrize("path", ["testing.py", "tests/helpers.py", "contest.py", "test.py"])
+def test_a_module_not_named_as_a_test_is_linted(path: str):
+    assert [f.code for f in lint_source(BAD.format(""), path)] == ["NZ101"]
+
+
 # ---- selection --------------------------------------------------------------------------
 def test_select():
     source = (

@@ -37,7 +37,9 @@ A file that holds trigger text (a word one of the other rules looks for, such as
 `nan_to_num`, `isfinite` or `apply_if_finite`) and does not parse; the finding carries
 the parser's message and position. A file without trigger text is not nozero's to parse:
 Python itself and general linters (ruff, flake8) check its syntax, so nozero reads no
-further than the trigger words and reports nothing for it.
+further than the trigger words and reports nothing for it. Nor is a test module
+(`test_*.py`, `*_test.py`, `conftest.py`): nothing in one is reported, since a test
+exercises training code rather than training.
 
 Valid syntax newer than the running Python is never reported: when the standard
 library's parser rejects a file, libcst's grammar (Python up to 3.13: PEP 695 `type`

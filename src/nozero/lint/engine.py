@@ -31,6 +31,7 @@ import libcst as cst
 from nozero.lint import prefilter
 from nozero.lint.facts import file_facts, reactions
 from nozero.lint.facts.scopes import FileFacts
+from nozero.lint.files import is_test_module
 from nozero.lint.finding import Finding
 from nozero.lint.lines import split_lines
 from nozero.lint.noqa import noqa_comments
@@ -129,16 +130,23 @@ def _lint(
     flow_rules = [r() for r in ALL_RULES if r.code in enabled and issubclass(r, FlowRule)]
     check_reasons = require_reason and NOQA_WITHOUT_REASON in enabled
     # A file without trigger text is not nozero's to parse (NZ001's page): Python and
-    # other linters check its syntax. Without the shortcuts the rules still see it.
-    concerns_nozero = prefilter.concerns_nozero(source, check_reasons)
+    # other linters check its syntax. Neither is a test module, where nothing is
+    # reported (its suppression comments still are). Without the shortcuts the rules
+    # still see both.
+    test_module = is_test_module(path)
+    concerns_nozero = not test_module and prefilter.concerns_nozero(source, check_reasons)
     if shortcuts and not concerns_nozero:
-        return []
+        return _apply_noqa(source, path, [], enabled, require_reason) if test_module else []
     try:
         tree = ast.parse(source, filename=path)
     except (SyntaxError, ValueError, RecursionError, MemoryError) as err:
         error = _syntax_error(source, path, err) if concerns_nozero else None
         return [error] if error and SYNTAX_ERROR in enabled else []
-    hits = _run_rules(source, tree, rules, flow_rules, shortcuts) if rules or flow_rules else []
+    hits = (
+        _run_rules(source, tree, rules, flow_rules, shortcuts, test_module)
+        if rules or flow_rules
+        else []
+    )
     return _apply_noqa(source, path, hits, enabled, require_reason)
 
 
@@ -221,13 +229,20 @@ def _run_rules(
     rules: list[Rule],
     flow_rules: list[FlowRule],
     shortcuts: bool,
+    test_module: bool,
 ) -> list[Hit]:
-    facts = file_facts(tree, source)
+    facts = file_facts(tree, source, test_module=test_module)
     lines = split_lines(source)
     flow_hits = _flow_hits(facts, flow_rules, lines) if flow_rules else []
     if not rules:
         return flow_hits
-    return flow_hits + _node_hits(source, tree, rules, shortcuts, facts, lines)
+    node_hits = _node_hits(source, tree, rules, shortcuts, facts, lines)
+    # One site, one finding: a statement a rule matched by its shape (``loss =
+    # nan_to_num(loss)``, NZ101) is not reported again as the flow's reaction (NZ106).
+    matched = {(hit.statement_first, hit.statement_last) for hit in node_hits}
+    return [
+        hit for hit in flow_hits if (hit.statement_first, hit.statement_last) not in matched
+    ] + node_hits
 
 
 def _flow_hits(facts: FileFacts, rules: list[FlowRule], lines: list[str]) -> list[Hit]:

@@ -62,6 +62,15 @@ class Pattern:
         return self.regex.fullmatch(tested) is not None
 
 
+def is_test_module(path: str) -> bool:
+    """Is ``path`` a test module by pytest's default names (``test_*.py``, ``*_test.py``,
+    ``conftest.py``)? Nothing in one trains: it exercises the code that does."""
+    name = os.path.basename(path)
+    return name == "conftest.py" or (
+        name.endswith(".py") and (name.startswith("test_") or name.endswith("_test.py"))
+    )
+
+
 def compile_pattern(line: str, base: Path) -> Pattern | None:
     """A gitignore line as a :class:`Pattern`, or None for blanks and comments."""
     text = line.rstrip("\n")

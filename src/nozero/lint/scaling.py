@@ -148,6 +148,9 @@ def _evidence(node: ast.AST) -> bool:
             and "scale" in _words(func.value)
         )
     if isinstance(node, ast.AugAssign):
+        if isinstance(node.op, ast.Add | ast.Sub):  # ``self.lg_loss_scale -= 1``: a log2 scale
+            words = set(_words(node.target))
+            return "scale" in words and bool(words & {"lg", "log", "log2"})
         return isinstance(node.op, ast.Mult | ast.Div) and _scale_stepped(node.target, node.value)
     if isinstance(node, ast.Assign) and len(node.targets) == 1:
         return _scale_adjusted(node.targets[0], node.value)

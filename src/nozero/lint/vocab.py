@@ -508,10 +508,46 @@ def is_loss_name(identifier: str) -> bool:
     return not is_metric_name(identifier) and any(w in LOSS_WORDS for w in name_words(identifier))
 
 
+# Words that make a name about the signal's size, kind or identity, not its values
+# (``param_size``, ``num_params``, ``grad_dtype``, ``loss_names``).
+MEASURE_WORDS = frozenset(
+    {
+        "size",
+        "sizes",
+        "count",
+        "counts",
+        "num",
+        "numel",
+        "nbytes",
+        "bytes",
+        "shape",
+        "shapes",
+        "ndim",
+        "dtype",
+        "dtypes",
+        "device",
+        "devices",
+        "name",
+        "names",
+        "id",
+        "ids",
+        "idx",
+        "index",
+        "indices",
+        "len",
+        "length",
+        "keys",
+    }
+)
+
+
 @cache
 def is_signal_name(identifier: str) -> bool:
     """Loss, gradients, updates, parameters or optimizer state by their name."""
     if is_metric_name(identifier) or is_config_name(identifier):
         return False
     lowered = identifier.lower()
-    return lowered in SIGNAL_NAMES or any(w in SIGNAL_WORDS for w in name_words(identifier))
+    words = name_words(identifier)
+    if any(w in MEASURE_WORDS for w in words):
+        return False
+    return lowered in SIGNAL_NAMES or any(w in SIGNAL_WORDS for w in words)

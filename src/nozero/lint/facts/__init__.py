@@ -23,9 +23,9 @@ if TYPE_CHECKING:
     from nozero.lint.facts.flows import Reaction
 
 
-def file_facts(tree: ast.Module, source: str) -> FileFacts:
-    """The facts of one parsed file."""
-    return FileFacts(tree, source, collect_aliases(tree))
+def file_facts(tree: ast.Module, source: str, *, test_module: bool = False) -> FileFacts:
+    """The facts of one parsed file; in a test module, all of its code is test code."""
+    return FileFacts(tree, source, collect_aliases(tree), test_module=test_module)
 
 
 def reactions(facts: FileFacts) -> list[Reaction]:

@@ -711,6 +711,8 @@ class Flows:
             if base in tested or (
                 vocab.is_signal_name(base.rsplit(".", 1)[-1]) and "loss" in base.lower()
             ):
+                if isinstance(value, ast.Subscript) and _key(value.value) == key:
+                    return "drop"  # ``losses = losses[finite]``: the bad samples leave
                 return "replace"
         return None
 
@@ -1259,10 +1261,16 @@ def _is_inf(node: ast.expr) -> bool:
 
 
 def _sets_a_flag(branch: list[ast.stmt], before: ast.stmt) -> bool:
-    """Does ``branch`` set a flag to a constant (``valid = False``) before ``before``?"""
+    """Does ``branch`` set a flag to a constant before ``before``: ``valid = False``, or
+    a flag tensor filled in place (``self._found_overflow.fill_(1.0)``)?"""
     for stmt in branch[: branch.index(before)]:
         if isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Constant):
             if isinstance(stmt.value.value, bool):
+                return True
+        if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
+            call = stmt.value
+            filled = isinstance(call.func, ast.Attribute) and call.func.attr == "fill_"
+            if filled and len(call.args) == 1 and isinstance(call.args[0], ast.Constant):
                 return True
     return False
 

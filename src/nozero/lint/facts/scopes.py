@@ -139,10 +139,13 @@ class Scope:
 class FileFacts:
     """Lazy, memoized answers about training signal in one parsed file."""
 
-    def __init__(self, tree: ast.Module, source: str, aliases: dict[str, str]) -> None:
+    def __init__(
+        self, tree: ast.Module, source: str, aliases: dict[str, str], *, test_module: bool = False
+    ) -> None:
         self.tree = tree
         self.source = source
         self.aliases = aliases
+        self.test_module = test_module
         self._scopes: dict[int, Scope] = {}
         self._helper_memo: dict[tuple[str, str], bool] = {}
         self._parsed: dict[str, tuple[ast.expr, str]] = {}
@@ -306,8 +309,9 @@ class FileFacts:
 
     def in_test(self, key: int) -> bool:
         """Is line ``key``'s function inside a test (``def test_...``, a ``Test...`` class
-        or a ``...TestCase``)? A test that calls a switch exercises it; it trains nothing."""
-        return key in self._test_functions
+        or a ``...TestCase``, or anything in a test module)? A test that calls a switch
+        exercises it; it trains nothing."""
+        return self.test_module or key in self._test_functions
 
     @cached_property
     def _test_functions(self) -> frozenset[int]:
