@@ -1256,6 +1256,59 @@ HAND_WRITTEN = [
         """,
         (18, "NZ201"),
     ),
+    case(
+        "non-finite per-utterance losses dropped by indexing, summed a line later",
+        """\
+        import torch
+        def forward(self, ctc_output, targets, lengths):
+            ctc_loss = self.ctc(ctc_output, targets, lengths, reduction="none")
+            ctc_loss_is_finite = torch.isfinite(ctc_loss)
+            ctc_loss = ctc_loss[ctc_loss_is_finite]
+            ctc_loss = ctc_loss.sum()
+            return ctc_loss
+        """,
+        (5, "NZ107"),
+    ),
+    case(
+        "non-finite losses dropped only when some are, raising when all are",
+        """\
+        import torch
+        def compute_loss(model, batch):
+            simple_loss, pruned_loss = model(batch, reduction="none")
+            simple_loss_is_finite = torch.isfinite(simple_loss)
+            if not torch.all(simple_loss_is_finite):
+                logging.info("Not all losses are finite!")
+                simple_loss = simple_loss[simple_loss_is_finite]
+                if torch.all(~simple_loss_is_finite):
+                    raise ValueError("every utterance of the batch has an inf or nan loss")
+            return simple_loss.sum() + pruned_loss.sum()
+        """,
+        (7, "NZ107"),
+    ),
+    case(
+        "a learning-rate finder's analysis leaves the diverged trials out of its suggestion",
+        """\
+        import torch
+        def suggestion(self):
+            losses = torch.tensor(self.results["loss"])
+            lrs = torch.tensor(self.results["lr"])
+            is_finite = torch.isfinite(losses)
+            losses = losses[is_finite]
+            lrs = lrs[is_finite]
+            best = torch.argmin(torch.gradient(losses, spacing=[lrs])[0]).item()
+            return self.results["lr"][best]
+        """,
+    ),
+    case(
+        "finite samples of a metric kept for its report",
+        """\
+        import torch
+        def report(scores):
+            finite = torch.isfinite(scores)
+            scores = scores[finite]
+            return scores.mean()
+        """,
+    ),
     # ---- a check helper whose caller drops the answer and steps -------------------------
     case(
         "a check that only warns, called between backward and the step (patience)",

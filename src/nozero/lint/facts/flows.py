@@ -31,6 +31,7 @@ from nozero.lint.facts.scopes import (
     FileFacts,
     FunctionNode,
     Scope,
+    bound_names,
     parameter_names,
     scope_nodes,
     source_segment,
@@ -742,6 +743,9 @@ class Flows:
         """Selects that keep old state and boolean indexing that drops samples, anywhere
         in the statement's own expressions (nested blocks are read as statements)."""
         extra: set[str] = set()
+        if isinstance(stmt, ast.Assign | ast.AnnAssign) and stmt.value is not None:
+            if unit.trains or self._hands_back(unit, stmt):
+                self._drop(unit, stmt, stmt.value, extra)  # ``losses = losses[finite]``
         for node in _statement_expressions(stmt):
             if isinstance(node, ast.Call):
                 called = self._called(node)
@@ -784,6 +788,16 @@ class Flows:
                         unit, node.orelse, extra
                     ):
                         self._keep(unit, stmt, found)
+
+    def _hands_back(self, unit: _Unit, stmt: ast.Assign | ast.AnnAssign) -> bool:
+        """Does the function return what ``stmt`` binds (a loss for the caller's step),
+        rather than keep it to itself (an analysis of finished trials)?"""
+        targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+        bound = {name for target in targets for name in bound_names(target)}
+        return any(
+            isinstance(node, ast.Return) and node.value is not None and bound & _names(node.value)
+            for node in scope_nodes(unit.node)
+        )
 
     def _fills_what_it_tested(
         self, unit: _Unit, call: ast.Call, route: Route, extra: set[str]
