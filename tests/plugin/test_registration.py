@@ -264,7 +264,10 @@ def test_factory_outside_the_rootdir_is_a_usage_error_saying_how(pytester):
 
 
 def test_printed_rerun_command_works_as_printed(contract_dir):
-    contract_dir.makeconftest(FIXTURE.replace("make_trainer()", 'make_trainer("check_every_500")'))
+    # A trainer that fails on every poisoned case: the first run fails whatever Hypothesis
+    # draws (a check every 500 steps passed when every drawn poison sat on a checked step).
+    trainer = 'make_trainer("catch_and_continue")'
+    contract_dir.makeconftest(FIXTURE.replace("make_trainer()", trainer))
     contract_dir.makepyfile(test_plain="def test_plain():\n    pass\n")
     first = contract_dir.runpytest_subprocess("--nozero", *FAST, timeout=120)
     assert first.ret == pytest.ExitCode.TESTS_FAILED
