@@ -33,7 +33,6 @@ from nozero.lint.facts.scopes import (
     Scope,
     bound_names,
     parameter_names,
-    scope_nodes,
     source_segment,
 )
 from nozero.lint.imports import BLOCK_STATEMENTS, dotted_name, last_part
@@ -112,6 +111,7 @@ class _Unit:
     steps_of: Callable[[], list[int]] = list  # lines of its optimizer steps
     trains_of: Callable[[], bool] = bool  # it steps, computes gradients, loops over batches
     returns: dict[int | None, Flag] = field(default_factory=dict)
+    returned: set[str] | None = None  # the names its returns mention, found on first use
     _scope: Scope | None = None
     _steps: list[int] | None = None
     _trains: bool | None = None
@@ -200,7 +200,7 @@ class Flows:
             tree,
             lambda: self.facts.scope(0),
             {},
-            scaler_in_lines(scope_nodes(tree), self.text, 1, len(self.text.splitlines()) + 1),
+            scaler_in_lines(self.facts.nodes(tree), self.text, 1, len(self.text.splitlines()) + 1),
             trains_of=lambda: self._trains(tree),
         )
         self._block(module, tree.body, 0, None)
@@ -275,7 +275,7 @@ class Flows:
             key = id(node)
             if key not in self._scaler_memo:
                 is_class = isinstance(node, ast.ClassDef)
-                nodes = ast.walk(node) if is_class else scope_nodes(node)
+                nodes = ast.walk(node) if is_class else self.facts.nodes(node)
                 first, last = _line_range(node)
                 self._scaler_memo[key] = scaler_in_lines(
                     nodes, self.text, first, last, implemented=is_class
@@ -288,7 +288,7 @@ class Flows:
     def _steps(self, fn: ast.AST) -> list[int]:
         return sorted(
             node.lineno
-            for node in scope_nodes(fn)
+            for node in self.facts.nodes(fn)
             if isinstance(node, ast.Call) and self._called(node) in vocab.UPDATE_CALLS
         )
 
@@ -297,7 +297,7 @@ class Flows:
         for a step or a loss (Lightning's ``training_step`` steps by returning)?"""
         if _NAMED_TRAINING.intersection(vocab.name_words(getattr(root, "name", ""))):
             return True
-        for node in scope_nodes(root):
+        for node in self.facts.nodes(root):
             if isinstance(node, ast.Call):
                 words = vocab.name_words(self._called(node))
                 if _TRAINING_WORDS.intersection(words):
@@ -458,7 +458,7 @@ class Flows:
             and node.exc is not None
             and node.lineno > before.lineno
             and recorded & _names(node.exc)
-            for node in scope_nodes(unit.node)
+            for node in self.facts.nodes(unit.node)
         )
 
     def _marked_with_inf(self, unit: _Unit, value: ast.expr) -> bool:
@@ -472,7 +472,7 @@ class Flows:
             isinstance(node, ast.Assign)
             and _is_inf(node.value)
             and any(_base_name(t) == base for t in node.targets)
-            for node in scope_nodes(unit.node)
+            for node in self.facts.nodes(unit.node)
         )
 
     def _clears_signal(self, unit: _Unit, call: ast.Call) -> bool:
@@ -521,7 +521,7 @@ class Flows:
             and any(
                 isinstance(n, ast.Call) and self._called(n) in vocab.UPDATE_CALLS
                 for s in good_branch
-                for n in scope_nodes(s)
+                for n in self.facts.nodes(s)
             )
         ):
             self._add(unit, "not_taken", stmt, route)
@@ -583,7 +583,7 @@ class Flows:
             steps = self._steps(caller)
             if any(step > line for step in steps):
                 return True
-            loops = (n for n in scope_nodes(caller) if isinstance(n, _LOOPS))
+            loops = (n for n in self.facts.nodes(caller) if isinstance(n, _LOOPS))
             if any(_within(loop, line) and any(_within(loop, s) for s in steps) for loop in loops):
                 return True
         return False
@@ -743,7 +743,7 @@ class Flows:
         """Selects that keep old state and boolean indexing that drops samples, anywhere
         in the statement's own expressions (nested blocks are read as statements)."""
         extra: set[str] = set()
-        if isinstance(stmt, ast.Assign | ast.AnnAssign) and stmt.value is not None:
+        if isinstance(stmt, ast.Assign | ast.AnnAssign) and isinstance(stmt.value, ast.Subscript):
             if unit.trains or self._hands_back(unit, stmt):
                 self._drop(unit, stmt, stmt.value, extra)  # ``losses = losses[finite]``
         for node in _statement_expressions(stmt):
@@ -792,12 +792,15 @@ class Flows:
     def _hands_back(self, unit: _Unit, stmt: ast.Assign | ast.AnnAssign) -> bool:
         """Does the function return what ``stmt`` binds (a loss for the caller's step),
         rather than keep it to itself (an analysis of finished trials)?"""
+        if unit.returned is None:
+            unit.returned = {
+                name
+                for node in self.facts.nodes(unit.node)
+                if isinstance(node, ast.Return) and node.value is not None
+                for name in _names(node.value)
+            }
         targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
-        bound = {name for target in targets for name in bound_names(target)}
-        return any(
-            isinstance(node, ast.Return) and node.value is not None and bound & _names(node.value)
-            for node in scope_nodes(unit.node)
-        )
+        return any(unit.returned & bound_names(target) for target in targets)
 
     def _fills_what_it_tested(
         self, unit: _Unit, call: ast.Call, route: Route, extra: set[str]
@@ -882,7 +885,7 @@ class Flows:
         names = {route.flag} if route.flag else set()
         if not names:
             return False
-        for node in scope_nodes(unit.node):
+        for node in self.facts.nodes(unit.node):
             if isinstance(node, ast.If | ast.Assert) and names & _names(node.test):
                 body = node.body if isinstance(node, ast.If) else []
                 if isinstance(node, ast.Assert) or any(isinstance(s, ast.Raise) for s in body):
@@ -921,7 +924,7 @@ class Flows:
     def _helper_zeroes(self, name: str) -> bool:
         """Does a same-file function clear the gradients (``zero_grad``, ``p.grad = None``)?"""
         for fn in self.facts.functions_named(name):
-            for node in scope_nodes(fn):
+            for node in self.facts.nodes(fn):
                 if isinstance(node, ast.Call) and self._called(node) in ("zero_grad", "zero_"):
                     return True
                 if (

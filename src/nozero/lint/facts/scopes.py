@@ -100,10 +100,10 @@ def parameter_names(fn: FunctionNode | ast.Lambda) -> set[str]:
     return {a.arg for a in every if a is not None} - {"self", "cls"}
 
 
-def _bindings(root: ast.AST) -> list[tuple[set[str], ast.expr]]:
-    """(names, value) for each binding in the scope of ``root``."""
+def _bindings(nodes: list[ast.AST]) -> list[tuple[set[str], ast.expr]]:
+    """(names, value) for each binding among one scope's ``nodes``."""
     found: list[tuple[set[str], ast.expr]] = []
-    for node in scope_nodes(root):
+    for node in nodes:
         if isinstance(node, ast.Assign):
             names = set().union(*(bound_names(t) for t in node.targets))
             found.append((names, node.value))
@@ -150,12 +150,21 @@ class FileFacts:
         self._helper_memo: dict[tuple[str, str], bool] = {}
         self._parsed: dict[str, tuple[ast.expr, str]] = {}
         self._bindings_memo: dict[int, list[tuple[set[str], ast.expr]]] = {}
+        self._nodes_memo: dict[int, list[ast.AST]] = {}
         self.flows: Any = None  # the file's finiteness flows, built by ``facts.reactions``
+
+    def nodes(self, root: ast.AST) -> list[ast.AST]:
+        """``scope_nodes(root)``, walked once: a function is asked about many times."""
+        key = id(root)
+        found = self._nodes_memo.get(key)
+        if found is None:
+            found = self._nodes_memo[key] = list(scope_nodes(root))
+        return found
 
     def bindings(self, root: ast.AST) -> list[tuple[set[str], ast.expr]]:
         key = id(root)
         if key not in self._bindings_memo:
-            self._bindings_memo[key] = _bindings(root)
+            self._bindings_memo[key] = _bindings(self.nodes(root))
         return self._bindings_memo[key]
 
     # ---- the file's functions -------------------------------------------------------
@@ -210,7 +219,7 @@ class FileFacts:
     def _dropped_calls(self) -> dict[str, list[tuple[FunctionNode, int]]]:
         found: dict[str, list[tuple[FunctionNode, int]]] = {}
         for caller, _ in self._functions.values():
-            for node in scope_nodes(caller):
+            for node in self.nodes(caller):
                 if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
                     name = self.helper_name(node.value.func)
                     if name is not None:
@@ -261,7 +270,7 @@ class FileFacts:
             return False
         fn = entry[0]
         first = min([fn.lineno, *(d.lineno for d in fn.decorator_list)])
-        return scaler_in_lines(scope_nodes(fn), self.source, first, fn.end_lineno or fn.lineno)
+        return scaler_in_lines(self.nodes(fn), self.source, first, fn.end_lineno or fn.lineno)
 
     def hides_nothing(self, call: ast.Call) -> bool:
         """A ``nan_to_num`` that hides no non-finite training value: every replacement is
@@ -425,7 +434,7 @@ class FileFacts:
         sources: list[ast.AST] = [v for names, v in bindings if any(map(vocab.is_loss_name, names))]
         function = root if isinstance(root, ast.FunctionDef | ast.AsyncFunctionDef) else None
         returns_loss = function is not None and vocab.is_loss_name(function.name)
-        for node in scope_nodes(root):
+        for node in self.nodes(root):
             if isinstance(node, ast.Call) and vocab.is_loss_name(self.called(node.func)):
                 sources.extend([*node.args, *(k.value for k in node.keywords)])
             elif isinstance(node, ast.Return) and node.value is not None and returns_loss:
@@ -605,7 +614,7 @@ class FileFacts:
 
     # ---- guards: does the scope raise, or record the failure for a raise? -------------
     def _raises(self, root: ast.AST) -> bool:
-        nodes = scope_nodes(root) if isinstance(root, ast.Module) else ast.walk(root)
+        nodes = self.nodes(root) if isinstance(root, ast.Module) else ast.walk(root)
         for node in nodes:
             if isinstance(node, ast.Raise | ast.Assert):
                 return True
@@ -629,7 +638,7 @@ class FileFacts:
         for names, value in self.bindings(root):  # ``first_bad = where(ok, first_bad, step)``
             if self._mentions(value, kept, scope):
                 kept |= {n for n in names if not vocab.is_signal_name(n)}
-        for node in scope_nodes(root):
+        for node in self.nodes(root):
             if isinstance(node, ast.Return | ast.Yield) and node.value is not None:
                 values: list[ast.expr] = [node.value]
             elif isinstance(node, ast.Assign) and not all(
@@ -702,7 +711,7 @@ class FileFacts:
             isinstance(node, ast.Return)
             and node.value is not None
             and self.is_signal(node.value, scope)
-            for node in scope_nodes(fn)
+            for node in self.nodes(fn)
         )
 
     def _parameter_scope(self, fn: FunctionNode) -> Scope:
@@ -714,7 +723,7 @@ class FileFacts:
         candidates = self.flag_candidates(fn)
         returns = [
             node.value
-            for node in scope_nodes(fn)
+            for node in self.nodes(fn)
             if isinstance(node, ast.Return)
             and isinstance(node.value, ast.expr)
             and self.may_be_test(node.value, candidates)
@@ -755,7 +764,7 @@ class FileFacts:
 
     def _sanitizes_parameter(self, fn: FunctionNode, only: str | None = None) -> bool:
         calls = [
-            (node, self.called(node.func)) for node in scope_nodes(fn) if isinstance(node, ast.Call)
+            (node, self.called(node.func)) for node in self.nodes(fn) if isinstance(node, ast.Call)
         ]
         calls = [(c, n) for c, n in calls if n in vocab.SANITIZERS | vocab.MASKED_FILL | {"where"}]
         if not calls:
@@ -808,7 +817,7 @@ class FileFacts:
 
     def _raises_somewhere(self, fn: FunctionNode) -> bool:
         """A raise on some path counts (a helper that re-raises when out of retries)."""
-        return any(isinstance(node, ast.Raise) for node in scope_nodes(fn))
+        return any(isinstance(node, ast.Raise) for node in self.nodes(fn))
 
     # ---- queries from rules, on the code of a libcst node ----------------------------
     def parse_expression(self, code: str) -> tuple[ast.expr, str]:
