@@ -1270,20 +1270,22 @@ HAND_WRITTEN = [
         (5, "NZ107"),
     ),
     case(
-        "non-finite losses dropped only when some are, raising when all are",
+        "non-finite losses dropped only when some are, raising when all are: one finding",
         """\
         import torch
         def compute_loss(model, batch):
             simple_loss, pruned_loss = model(batch, reduction="none")
             simple_loss_is_finite = torch.isfinite(simple_loss)
-            if not torch.all(simple_loss_is_finite):
+            pruned_loss_is_finite = torch.isfinite(pruned_loss)
+            if not torch.all(simple_loss_is_finite & pruned_loss_is_finite):
                 logging.info("Not all losses are finite!")
                 simple_loss = simple_loss[simple_loss_is_finite]
+                pruned_loss = pruned_loss[pruned_loss_is_finite]
                 if torch.all(~simple_loss_is_finite):
                     raise ValueError("every utterance of the batch has an inf or nan loss")
             return simple_loss.sum() + pruned_loss.sum()
         """,
-        (7, "NZ107"),
+        (8, "NZ107"),
     ),
     case(
         "a learning-rate finder's analysis leaves the diverged trials out of its suggestion",

@@ -318,7 +318,7 @@ class Flows:
             return
         if bad is None and not self._interesting(unit, stmt):
             return  # no finiteness word and no flag name: nothing here to follow
-        self._expressions(unit, stmt)
+        self._expressions(unit, stmt, in_bad_branch=bad is not None)
         if isinstance(stmt, ast.Assign | ast.AnnAssign | ast.AugAssign):
             self._assign(unit, stmt, bad)
         elif isinstance(stmt, ast.If):
@@ -739,13 +739,17 @@ class Flows:
         return True
 
     # ---- selections, dropped samples, inside one statement ------------------------
-    def _expressions(self, unit: _Unit, stmt: ast.stmt) -> None:
+    def _expressions(self, unit: _Unit, stmt: ast.stmt, in_bad_branch: bool = False) -> None:
         """Selects that keep old state and boolean indexing that drops samples, anywhere
-        in the statement's own expressions (nested blocks are read as statements)."""
+        in the statement's own expressions (nested blocks are read as statements). In a
+        branch taken on a non-finite value, the branch's first reaction is the site's one
+        finding: the samples it drops are not reported again statement by statement."""
         extra: set[str] = set()
-        if isinstance(stmt, ast.Assign | ast.AnnAssign) and isinstance(stmt.value, ast.Subscript):
-            if unit.trains or self._hands_back(unit, stmt):
-                self._drop(unit, stmt, stmt.value, extra)  # ``losses = losses[finite]``
+        subscript = isinstance(stmt, ast.Assign | ast.AnnAssign) and isinstance(
+            stmt.value, ast.Subscript
+        )
+        if subscript and not in_bad_branch and (unit.trains or self._hands_back(unit, stmt)):
+            self._drop(unit, stmt, stmt.value, extra)  # ``losses = losses[finite]``
         for node in _statement_expressions(stmt):
             if isinstance(node, ast.Call):
                 called = self._called(node)
