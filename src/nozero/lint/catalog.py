@@ -256,7 +256,8 @@ score may be replaced as you like; it is not flagged.
 ## What it flags
 Per-sample losses indexed by a finiteness mask before they are reduced:
 `losses[torch.isfinite(losses)].mean()`, `loss = loss[~loss.isnan()]`, or a mask kept in
-a variable first.
+a variable first, in code that trains or hands the losses back to it. An analysis that
+keeps the finite points to itself (a learning-rate finder's suggestion) is not flagged.
 
 ## Why it is harmful
 A sample that produces NaN or Inf is a bug or a bad record; dropping it from the mean
@@ -320,7 +321,10 @@ if not math.isfinite(loss.item()):
 ## What it flags
 A finiteness test of the loss or gradients, in code that trains (a loop over batches, an
 optimizer step), whose branch neither raises nor skips: it only logs or counts, so the
-loop goes on with the next batch. Passing the flag to a log call records nothing.
+loop goes on with the next batch. Passing the flag to a log call records nothing. The
+same holds for a check moved into a helper (`self.check_loss(loss)`) whose answer the
+training code drops before it steps: a warning, or a count that raises only once a
+patience runs out, lets the first non-finite steps through.
 
 ## Why it is harmful
 A warning in a log is not investigation: the run continues past the bad step, and the

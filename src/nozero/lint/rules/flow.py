@@ -211,6 +211,21 @@ class ContinuesPastNonFinite(FlowRule):
             """,
             line=5,
         ),
+        Example(
+            """\
+            import torch
+            class Trainer:
+                def fit_batch(self, batch):
+                    loss = self.compute_loss(batch)
+                    loss.backward()
+                    self.check_loss(loss)
+                    self.optimizer.step()
+                def check_loss(self, loss):
+                    if not torch.isfinite(loss):
+                        logger.warning("non-finite loss; stepping anyway")
+            """,
+            line=9,
+        ),
     ]
 
 
@@ -280,6 +295,17 @@ class NonFiniteSamplesDropped(FlowRule):
                 return per_sample_loss[keep].mean()
             """,
             line=4,
+        ),
+        Example(
+            """\
+            import torch
+            def forward(self, logits, targets):
+                ctc_loss = self.ctc(logits, targets, reduction="none")
+                finite = torch.isfinite(ctc_loss)
+                ctc_loss = ctc_loss[finite]
+                return ctc_loss.sum()
+            """,
+            line=5,
         ),
     ]
 
