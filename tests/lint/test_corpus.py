@@ -1311,6 +1311,47 @@ HAND_WRITTEN = [
             return scores.mean()
         """,
     ),
+    case(
+        "the NaN self-test on a Python number (loss.item() != loss.item()) skips the batch",
+        """\
+        def train(model, loader, optimizer):
+            for batch in loader:
+                loss = model(batch)
+                if loss.item() != loss.item():
+                    continue
+                loss.backward()
+                optimizer.step()
+        """,
+        (5, "NZ201"),
+    ),
+    case(
+        "two different numbers compared is no self-test",
+        """\
+        def train(model, loader, optimizer, best):
+            for batch in loader:
+                loss = model(batch)
+                if loss.item() != best.item():
+                    continue
+                loss.backward()
+                optimizer.step()
+        """,
+    ),
+    case(
+        "a custom optax transform zeroes the updates when any leaf is not finite",
+        """\
+        import jax
+        import jax.numpy as jnp
+        import optax
+        def zero_nonfinite():
+            def update_fn(updates, state, params=None):
+                leaves = jax.tree.leaves(updates)
+                finite = jnp.all(jnp.array([jnp.all(jnp.isfinite(u)) for u in leaves]))
+                updates = jax.tree.map(lambda u: jnp.where(finite, u, jnp.zeros_like(u)), updates)
+                return updates, state
+            return optax.GradientTransformation(lambda params: optax.EmptyState(), update_fn)
+        """,
+        (8, "NZ103"),
+    ),
     # ---- a check helper whose caller drops the answer and steps -------------------------
     case(
         "a check that only warns, called between backward and the step (patience)",

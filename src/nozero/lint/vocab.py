@@ -253,22 +253,26 @@ class WordScreen:
 
 
 def self_comparisons(text: str) -> list[int]:
-    """Offsets of each ``!=`` that compares a dotted name with itself as text (``g != g``,
-    ``p.grad!=p.grad``), the NaN self-test. Rules accept a self-comparison only when this
-    finds it in the comparison's own text, so a file where it finds none holds none."""
+    """Offsets of each ``!=`` that compares a dotted name, or a call of one without
+    arguments, with itself as text (``g != g``, ``p.grad!=p.grad``,
+    ``loss.item() != loss.item()``), the NaN self-test. Rules accept a self-comparison
+    only when this finds it in the comparison's own text, so a file where it finds none
+    holds none."""
     found: list[int] = []
     at = text.find("!=")
     while at >= 0:
         left_end = at
         while left_end > 0 and text[left_end - 1].isspace():
             left_end -= 1
-        left_start = left_end
+        called = text.endswith("()", 0, left_end)
+        name_end = left_end - 2 if called else left_end
+        left_start = name_end
         while left_start > 0 and _in_dotted_name(text[left_start - 1]):
             left_start -= 1
         right = at + 2
         while right < len(text) and text[right].isspace():
             right += 1
-        name = text[left_start:left_end]
+        name = text[left_start:name_end] + ("()" if called and left_start < name_end else "")
         after = right + len(name)
         if (
             name

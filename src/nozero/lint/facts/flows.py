@@ -33,6 +33,7 @@ from nozero.lint.facts.scopes import (
     Scope,
     bound_names,
     parameter_names,
+    self_comparable,
     source_segment,
 )
 from nozero.lint.imports import BLOCK_STATEMENTS, dotted_name, last_part
@@ -1001,7 +1002,8 @@ class Flows:
         left, op, right = expr.left, expr.ops[0], expr.comparators[0]
         if len(expr.ops) != 1:
             return None
-        if isinstance(op, ast.NotEq) and dotted_name(left) and ast.dump(left) == ast.dump(right):
+        itself = self_comparable(left) and ast.dump(left) == ast.dump(right)
+        if isinstance(op, ast.NotEq) and itself:
             if vocab.self_comparisons(source_segment(self.text, expr)) and self._signal(
                 unit, left, extra
             ):

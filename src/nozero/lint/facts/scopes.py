@@ -23,9 +23,24 @@ from nozero.lint.scaling import scaler_in_lines
 
 FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef
 _SCOPE_BOUNDARY = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
-# Reductions that keep a finiteness test a test (``isnan(g).any()``, ``jnp.all(ok)``).
+# Reductions that keep a finiteness test a test (``isnan(g).any()``, ``jnp.all(ok)``),
+# and conversions that gather tests into one array (``jnp.array([isfinite(u) ...])``).
 _BOOLEAN_CALLS = frozenset(
-    {"all", "any", "bool", "logical_and", "logical_or", "logical_not", "tree_all", "item"}
+    {
+        "all",
+        "any",
+        "bool",
+        "logical_and",
+        "logical_or",
+        "logical_not",
+        "tree_all",
+        "item",
+        "array",
+        "asarray",
+        "stack",
+        "tensor",
+        "convert_to_tensor",
+    }
 )
 
 # Words that keep a call named for a metric a training call (``train_and_evaluate``,
@@ -58,6 +73,14 @@ def _children(node: ast.AST) -> list[ast.AST]:
         elif isinstance(value, list):
             found.extend(item for item in value if isinstance(item, ast.AST))
     return found
+
+
+def self_comparable(node: ast.expr) -> bool:
+    """Can ``node != node`` be the NaN self-test: a dotted name (``p.grad``) or a call of
+    one without arguments (``loss.item()``)?"""
+    if isinstance(node, ast.Call) and not node.args and not node.keywords:
+        node = node.func
+    return dotted_name(node) is not None
 
 
 def compares_itself(node: ast.Compare) -> bool:
@@ -569,7 +592,7 @@ class FileFacts:
             if (
                 len(expr.ops) == 1
                 and isinstance(expr.ops[0], ast.NotEq)
-                and dotted_name(expr.left) is not None
+                and self_comparable(expr.left)
                 and ast.dump(expr.left) == ast.dump(expr.comparators[0])
                 and (lens.text is None or vocab.self_comparisons(source_segment(lens.text, expr)))
                 and lens.signal(expr.left)
