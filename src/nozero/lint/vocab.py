@@ -545,13 +545,15 @@ MEASURE_WORDS = frozenset(
 )
 
 
+def is_measure_name(identifier: str) -> bool:
+    """A size, count or kind by its name (``num_params``, ``notfinite_count``)."""
+    return any(w in MEASURE_WORDS for w in name_words(identifier))
+
+
 @cache
 def is_signal_name(identifier: str) -> bool:
     """Loss, gradients, updates, parameters or optimizer state by their name."""
-    if is_metric_name(identifier) or is_config_name(identifier):
+    if is_metric_name(identifier) or is_config_name(identifier) or is_measure_name(identifier):
         return False
     lowered = identifier.lower()
-    words = name_words(identifier)
-    if any(w in MEASURE_WORDS for w in words):
-        return False
-    return lowered in SIGNAL_NAMES or any(w in SIGNAL_WORDS for w in words)
+    return lowered in SIGNAL_NAMES or any(w in SIGNAL_WORDS for w in name_words(identifier))

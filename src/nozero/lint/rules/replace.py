@@ -266,6 +266,11 @@ class WhereSubstitutes(Rule):
             import math
             score = score if math.isfinite(score) else 0.0
             """),
+        Example("""\
+            import jax.numpy as jnp
+            finite = jnp.all(jnp.array([jnp.all(jnp.isfinite(g)) for g in grads]))
+            notfinite_count = jnp.where(finite, 0, notfinite_count + 1)
+            """),
     ]
     INVALID = [
         Example(
@@ -315,12 +320,23 @@ class WhereSubstitutes(Rule):
     def visit_Call(self, node: cst.Call, ctx: Context) -> None:
         if ctx.called(node) != "where" or ctx.facts.mentions_scaling(ctx.scope_key):
             return  # a select inside loss scaling is the opt-in rule's (NZ406)
+        if _counts_into(node, ctx):
+            return  # ``notfinite_count = where(isfinite, 0, count + 1)``: bookkeeping
         condition = _argument(node, 0, "condition")
         branches = [_argument(node, 1, "x"), _argument(node, 2, "y")]
         if condition is None or None in branches:
             return
         if any(is_constant(b, ctx) for b in branches if b) and ctx.is_nonfinite_test(condition):
             ctx.report(node, self)
+
+
+def _counts_into(node: cst.CSTNode, ctx: Context) -> bool:
+    """Is ``node`` the value of an assignment to a count or size (``bad_steps = ...``)?"""
+    parent = ctx.ancestors[-1] if ctx.ancestors else None
+    if not isinstance(parent, cst.Assign) or parent.value is not node:
+        return False
+    names = [t.target for t in parent.targets]
+    return all(isinstance(n, cst.Name) and vocab.is_measure_name(n.value) for n in names)
 
 
 class MaskedFillNonFinite(Rule):
