@@ -1352,6 +1352,51 @@ HAND_WRITTEN = [
         """,
         (8, "NZ103"),
     ),
+    case(
+        "an if/elif chain over two overflow flags: one finding, on the branch that only logs",
+        """\
+        def train_rlhf(self, loss):
+            self.actor.backward(loss)
+            actor_overflow = self.actor.optimizer.check_overflow()
+            critic_overflow = self.critic.optimizer.check_overflow()
+            if actor_overflow and not critic_overflow:
+                self.critic.optimizer.skip_step = True
+            elif not actor_overflow and critic_overflow:
+                self.actor.optimizer.skip_step = True
+            elif actor_overflow and critic_overflow:
+                print("overflow: skipping both steps")
+            self.actor.step()
+            self.critic.step()
+        """,
+        (9, "NZ202"),
+    ),
+    case(
+        "a gradient clipper's step leaves an infinite norm unclipped",
+        """\
+        class GradientClipper:
+            def step(self, parameters):
+                grads = [p.grad for p in parameters if p.grad is not None]
+                total_norm = self.l2norm(grads).item()
+                if total_norm == float("inf"):
+                    return
+                coef = self.max_norm / (total_norm + 1e-6)
+                if coef < 1:
+                    self.scale(grads, coef)
+        """,
+    ),
+    case(
+        "an optimizer's step returns early on an infinite norm",
+        """\
+        class GuardedSGD:
+            def step(self, parameters):
+                grads = [p.grad for p in parameters if p.grad is not None]
+                total_norm = self.l2norm(grads).item()
+                if total_norm == float("inf"):
+                    return
+                self.apply(grads)
+        """,
+        (6, "NZ201"),
+    ),
     # ---- a check helper whose caller drops the answer and steps -------------------------
     case(
         "a check that only warns, called between backward and the step (patience)",

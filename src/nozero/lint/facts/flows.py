@@ -296,7 +296,11 @@ class Flows:
     def _trains(self, root: ast.AST) -> bool:
         """Does the code step, compute gradients or loop over batches, or is it named
         for a step or a loss (Lightning's ``training_step`` steps by returning)?"""
-        if _NAMED_TRAINING.intersection(vocab.name_words(getattr(root, "name", ""))):
+        owner = self._enclosing.get(id(root))
+        helper = isinstance(owner, ast.ClassDef) and bool(
+            _HELPER_CLASS_WORDS.intersection(vocab.name_words(owner.name))
+        )
+        if not helper and _NAMED_TRAINING.intersection(vocab.name_words(getattr(root, "name", ""))):
             return True
         for node in self.facts.nodes(root):
             if isinstance(node, ast.Call):
@@ -984,8 +988,13 @@ class Flows:
         ):
             parts = expr.values if isinstance(expr, ast.BoolOp) else [expr.left, expr.right]
             flags = [f for f in (self.flag_of(unit, part, extra) for part in parts) if f]
-            strong = [f for f in flags if not f[0].weak]
-            return (strong or flags or [None])[0]
+            pool = [f for f in flags if not f[0].weak] or flags
+            if not pool:
+                return None
+            both = isinstance(expr.op, ast.And | ast.BitAnd)
+            # ``not actor_overflow and critic_overflow`` holds only when the critic's
+            # values are not finite: a part true on a non-finite value decides a conjunction
+            return next((f for f in pool if f[1]), pool[0]) if both else pool[0]
         if isinstance(expr, ast.Compare):
             return self._compare(unit, expr, extra)
         if isinstance(expr, ast.Call):
@@ -1118,6 +1127,11 @@ class Flows:
 # ---- small syntactic helpers --------------------------------------------------------
 _TRAINING_WORDS = frozenset({"train", "step", "backward", "fit", "update", "updates", "optimizer"})
 _NAMED_TRAINING = vocab.STEPPING_NAME_WORDS | {"loss"}
+# Classes whose ``step`` is no optimizer step: a gradient clipper, a learning-rate
+# scheduler, an average, a timer (their ``return`` skips their own work only).
+_HELPER_CLASS_WORDS = frozenset(
+    {"clip", "clipper", "clipping", "scheduler", "sched", "ema", "averager", "timer", "meter"}
+)
 _REDUCTIONS = frozenset({"mean", "sum", "nanmean", "nansum", "reduce_mean", "reduce_sum"})
 
 
