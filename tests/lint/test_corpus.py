@@ -1397,6 +1397,27 @@ HAND_WRITTEN = [
         """,
         (6, "NZ201"),
     ),
+    *opt_in_or_not(
+        "with a scaler the scaler skips; without one the code zeroes the gradients itself",
+        """\
+        import torch
+        class Actor:
+            def optimizer_step(self):
+                if self.scaler is not None:
+                    self.scaler.unscale_(self.optimizer)
+                grad_norm = torch.nn.utils.clip_grad_norm_(self.module.parameters(), 1.0)
+                if self.scaler is not None:
+                    self.scaler.step(self.optimizer)
+                    self.scaler.update()
+                else:
+                    if not torch.isfinite(grad_norm):
+                        self.optimizer.zero_grad()
+                    else:
+                        self.optimizer.step()
+        """,
+        default=[(12, "NZ201")],
+        every_rule=[(8, "NZ406"), (12, "NZ201")],
+    ),
     # ---- a check helper whose caller drops the answer and steps -------------------------
     case(
         "a check that only warns, called between backward and the step (patience)",

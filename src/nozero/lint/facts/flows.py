@@ -513,8 +513,16 @@ class Flows:
             self._clamped(unit, stmt, found)
             found = None
         if found is None:
-            self._block(unit, stmt.body, loops, bad)
-            self._block(unit, stmt.orelse, loops, bad)
+            present = _scaler_present(stmt.test) if unit.scaling else None
+            for branch, scaler in ((stmt.body, present), (stmt.orelse, not present)):
+                if present is None or scaler:
+                    self._block(unit, branch, loops, bad)
+                else:  # ``if self.scaler is not None: ... else:``: no scaler in this branch
+                    unit.scaling = False
+                    try:
+                        self._block(unit, branch, loops, bad)
+                    finally:
+                        unit.scaling = True
             return
         route, polarity = found
         bad_branch, good_branch = (stmt.body, stmt.orelse) if polarity else (stmt.orelse, stmt.body)
@@ -1254,6 +1262,24 @@ def _key(target: ast.expr) -> str | None:
     if dotted and (dotted.count(".") == 0 or dotted.startswith("self.")):
         return dotted
     return None
+
+
+def _scaler_present(test: ast.expr) -> bool | None:
+    """Does ``test`` hold when a loss scaler is in use (``self.scaler is not None``,
+    ``if scaler:``), or when none is (``scaler is None``, ``not self.scaler``)? None
+    when it asks nothing of a scaler."""
+    negated = False
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        test, negated = test.operand, True
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 and _none(test.comparators[0]):
+        present = isinstance(test.ops[0], ast.IsNot)
+        test = test.left
+    else:
+        present = True
+    name = dotted_name(test) or ""
+    if "scaler" not in vocab.name_words(name.rsplit(".", 1)[-1]):
+        return None
+    return present != negated
 
 
 def _named_flag(key: str | None, line: int, origin: str, scaler: bool) -> Flag | None:
