@@ -1418,6 +1418,15 @@ HAND_WRITTEN = [
         default=[(12, "NZ201")],
         every_rule=[(8, "NZ406"), (12, "NZ201")],
     ),
+    case(
+        "two gradients cleaned in one statement: one finding",
+        """\
+        def merge(a, b):
+            grad = a.grad.nan_to_num(0.0) + b.grad.nan_to_num(0.0)
+            return grad
+        """,
+        (2, "NZ101"),
+    ),
     # ---- a check helper whose caller drops the answer and steps -------------------------
     case(
         "a check that only warns, called between backward and the step (patience)",

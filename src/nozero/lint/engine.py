@@ -238,11 +238,18 @@ def _run_rules(
         return flow_hits
     node_hits = _node_hits(source, tree, rules, shortcuts, facts, lines)
     # One site, one finding: a statement a rule matched by its shape (``loss =
-    # nan_to_num(loss)``, NZ101) is not reported again as the flow's reaction (NZ106).
+    # nan_to_num(loss)``, NZ101) is not reported again as the flow's reaction (NZ106),
+    # and a statement that matches one rule twice (``a.nan_to_num(0) - b.nan_to_num(0)``)
+    # is reported once.
     matched = {(hit.statement_first, hit.statement_last) for hit in node_hits}
-    return [
-        hit for hit in flow_hits if (hit.statement_first, hit.statement_last) not in matched
-    ] + node_hits
+    hits = [hit for hit in flow_hits if (hit.statement_first, hit.statement_last) not in matched]
+    seen: set[tuple[int, int, str]] = set()
+    for hit in sorted(node_hits, key=lambda h: (h.line, h.col)):
+        key = (hit.statement_first, hit.statement_last, hit.code)
+        if key not in seen:
+            seen.add(key)
+            hits.append(hit)
+    return hits
 
 
 def _flow_hits(facts: FileFacts, rules: list[FlowRule], lines: list[str]) -> list[Hit]:

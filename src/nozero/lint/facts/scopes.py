@@ -83,6 +83,10 @@ def self_comparable(node: ast.expr) -> bool:
     return dotted_name(node) is not None
 
 
+def _names_in(node: ast.AST) -> set[str]:
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+
+
 def compares_itself(node: ast.Compare) -> bool:
     """``x != x`` in structure (the text is checked where it matters)."""
     sides = [node.left, *node.comparators]
@@ -853,6 +857,26 @@ class FileFacts:
                 for a in node.args
             )
         return name in vocab.CONSTANT_FILLS
+
+    def only_checks(self, key: int, name: str) -> bool:
+        """Does the function on line ``key`` assert on ``name`` while it neither hands
+        ``name`` back nor trains? Cleaning a copy of the parameters before comparing it
+        across ranks (a consistency check) hides nothing from training."""
+        entry = self._functions.get(key)
+        if entry is None:
+            return False
+        nodes = self.nodes(entry[0])
+        asserted = any(isinstance(n, ast.Assert) and name in _names_in(n.test) for n in nodes)
+        returned = any(
+            isinstance(n, ast.Return) and n.value is not None and name in _names_in(n.value)
+            for n in nodes
+        )
+        steps = any(
+            isinstance(n, ast.Call)
+            and self.called(n.func) in vocab.UPDATE_CALLS | vocab.TRAINING_CALLS
+            for n in nodes
+        )
+        return asserted and not returned and not steps
 
     def _raises_somewhere(self, fn: FunctionNode) -> bool:
         """A raise on some path counts (a helper that re-raises when out of retries)."""
