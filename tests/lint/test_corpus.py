@@ -1427,6 +1427,47 @@ HAND_WRITTEN = [
         """,
         (2, "NZ101"),
     ),
+    case(
+        "a flag handed back in a tuple gates a zero fill of the updates (paxml's skip step)",
+        """\
+        import jax
+        import jax.numpy as jnp
+        class Learner:
+            def scale_gradients(self, raw_grads):
+                def keep_step(grad_norm):
+                    return jnp.all(jnp.isfinite(grad_norm))
+                raw_grad_norm = compute_norm(raw_grads)
+                valid_step = keep_step(raw_grad_norm)
+                return clip(raw_grads, raw_grad_norm), valid_step
+            def update_states(self, grads, states, old_vars):
+                grads, valid_step = self.scale_gradients(grads)
+                updates, new_states = self.tx.update(grads, states, old_vars)
+                updates = jax.tree.map(
+                    lambda x: jnp.where(valid_step, x, jnp.zeros_like(x)), updates
+                )
+                return updates, new_states
+        """,
+        (13, "NZ106"),
+    ),
+    case(
+        "a mask of missing labels, returned by a helper, zeroes their loss terms",
+        """\
+        import jax
+        import jax.numpy as jnp
+        def get_valid_mask(labels):
+            return ~jnp.isnan(labels)
+        def train_step(state, batch):
+            def loss_fn(params):
+                logits = state.apply_fn(params, batch)
+                labels = batch["labels"]
+                mask = get_valid_mask(labels)
+                loss = bce(logits, labels, mask)
+                return jnp.sum(jnp.where(mask, loss, 0)) / jnp.sum(mask), (loss, labels, mask)
+            grad_fn = jax.value_and_grad(loss_fn, has_aux=True)
+            (_, (loss, labels, mask)), grads = grad_fn(state.params)
+            return state.apply_gradients(grads=grads)
+        """,
+    ),
     # ---- a check helper whose caller drops the answer and steps -------------------------
     case(
         "a check that only warns, called between backward and the step (patience)",

@@ -72,6 +72,7 @@ class Route:
     scaling: bool  # established where a dynamic loss scaler is at work
     weak: bool = False  # a test of a value not known as training signal
     by_name: bool = False  # a flag known by its name only (``overflow = load(...)``)
+    in_tuple: bool = False  # handed back in a tuple by a same-file function
 
 
 @dataclass(frozen=True)
@@ -212,13 +213,7 @@ class Flows:
         first, last = stmt.lineno, stmt.end_lineno or stmt.lineno
         if _any_within(self._sorted_lines, first, last):
             return True
-        for key in unit.env:
-            word = key.rsplit(".", 1)[-1]
-            if word not in self._flag_lines:
-                self._flag_lines[word] = sorted(self._word_lines({word}, comparisons=False))
-            if _any_within(self._flag_lines[word], first, last):
-                return True
-        return False
+        return any(_any_within(self._lines_of_flag(key), first, last) for key in unit.env)
 
     def _word_lines(self, words: set[str] | frozenset[str], comparisons: bool = True) -> set[int]:
         text = self.text
@@ -228,12 +223,19 @@ class Flows:
         starts = line_starts(text)
         return {bisect_right(starts, offset) for offset in offsets}
 
-    def _holds(self, fn: ast.AST) -> bool:
-        """Does the function's text hold a word a finiteness fact needs?"""
+    def _holds(self, fn: ast.AST, env: dict[str, Flag] | None = None) -> bool:
+        """Does the function's text hold a word a finiteness fact needs, or the name of
+        a flag in ``env`` (the flags of the function it is nested in)?"""
         first, last = fn.lineno, fn.end_lineno or fn.lineno  # type: ignore[attr-defined]
-        lines = self._sorted_lines
-        at = bisect_left(lines, first)
-        return at < len(lines) and lines[at] <= last
+        if _any_within(self._sorted_lines, first, last):
+            return True
+        return any(_any_within(self._lines_of_flag(key), first, last) for key in env or ())
+
+    def _lines_of_flag(self, key: str) -> list[int]:
+        word = key.rsplit(".", 1)[-1]
+        if word not in self._flag_lines:
+            self._flag_lines[word] = sorted(self._word_lines({word}, comparisons=False))
+        return self._flag_lines[word]
 
     def _visit_functions(self, root: ast.AST, inherited: dict[str, Flag]) -> None:
         """Read each function that holds a finiteness word. A test (and what it nests)
@@ -243,15 +245,17 @@ class Flows:
                 flags = self._class_flags.get(id(node), {})
                 for child in node.body:
                     if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef):
-                        if self._holds(child) and not self.facts.in_test(child.lineno):
-                            self._read_function(child, flags)
-                            self._visit_functions(child, flags)
+                        if self._holds(child, flags) and not self.facts.in_test(child.lineno):
+                            unit = self._read_function(child, flags)
+                            self._visit_functions(child, {**flags, **unit.env})
                     elif isinstance(child, ast.ClassDef):
                         self._visit_functions(ast.Module(body=[child], type_ignores=[]), {})
             elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
-                if self._holds(node) and not self.facts.in_test(node.lineno):
-                    self._read_function(node, inherited)
-                    self._visit_functions(node, inherited)
+                if self._holds(node, inherited) and not self.facts.in_test(node.lineno):
+                    unit = self._read_function(node, inherited)
+                    # a function nested in it sees its flags (``def _update(new, old):
+                    # return where(valid_step, new, old)``)
+                    self._visit_functions(node, {**inherited, **unit.env})
             else:
                 self._visit_functions(node, inherited)
 
@@ -414,15 +418,8 @@ class Flows:
                 continue
             if index in returned:
                 route, polarity = returned[index]
-                unit.env[key] = (
-                    Route(
-                        line,
-                        f"{self._called(value)}()",
-                        key,  # type: ignore[arg-type]
-                        route.scaling,
-                    ),
-                    polarity,
-                )
+                origin = f"{self._called(value)}()"
+                unit.env[key] = (Route(line, origin, key, route.scaling, in_tuple=True), polarity)
             elif isinstance(value, ast.Call):
                 named = _named_flag(key, line, self._opaque(value), unit.scaling)
                 if named:
@@ -881,11 +878,17 @@ class Flows:
             self._add(unit, "zero", stmt, found[0])
             return
         if any(self.facts.is_constant(b) for b in branches):
-            if found[0].weak:
+            # A plain constant fill is NZ103's concern, but NZ103 cannot follow a flag
+            # handed back in a tuple (``grads, valid_step = self.scale_gradients(g)``),
+            # nor loss scaling's own fills: those are the flow's to report.
+            route = found[0]
+            if route.weak:
                 return
-            if found[0].scaling or unit.scaling or _names(args[0]) & extra:
-                self._add(unit, "replace", stmt, found[0])
-            return  # a plain constant fill outside loss scaling is NZ103's concern
+            if route.scaling or unit.scaling or _names(args[0]) & extra or route.in_tuple:
+                kept = [b for b in branches if not self.facts.is_constant(b)]
+                if route.scaling or unit.scaling or any(self._signal(unit, b, extra) for b in kept):
+                    self._add(unit, "replace", stmt, route)
+            return
         self._keep(unit, stmt, found)
 
     def _keep(self, unit: _Unit, stmt: ast.stmt, found: Flag) -> None:

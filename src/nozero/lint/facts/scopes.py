@@ -406,7 +406,15 @@ class FileFacts:
         else:
             root, enclosing = entry
             parent = self.scope(enclosing.lineno if enclosing else 0)
-            scope = Scope(set(parent.signal), set(parent.grad_functions), set(parent.flags))
+            # a name the function assigns itself is its own local: the enclosing scope's
+            # ``labels`` (an aux output of ``value_and_grad``) is not the loss function's.
+            # Parameters keep what the enclosing scope knows: a ``lax.while_loop`` body's
+            # ``state`` is the enclosing function's state.
+            assigned = set().union(*(names for names, _ in self.bindings(root)))
+            local = assigned - parameter_names(root)
+            scope = Scope(
+                parent.signal - local, parent.grad_functions - local, parent.flags - local
+            )
         bindings = self.bindings(root)
         scope.observed = self._metric_results(bindings)
         self._propagate(bindings, scope)
