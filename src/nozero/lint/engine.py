@@ -236,11 +236,14 @@ def _run_rules(
     flow_hits = _flow_hits(facts, flow_rules, lines) if flow_rules else []
     if not rules:
         return flow_hits
-    node_hits = _node_hits(source, tree, rules, shortcuts, facts, lines)
-    # One site, one finding: a statement a rule matched by its shape (``loss =
-    # nan_to_num(loss)``, NZ101) is not reported again as the flow's reaction (NZ106),
-    # and a statement that matches one rule twice (``a.nan_to_num(0) - b.nan_to_num(0)``)
-    # is reported once.
+    return _one_per_site(flow_hits, _node_hits(source, tree, rules, shortcuts, facts, lines))
+
+
+def _one_per_site(flow_hits: list[Hit], node_hits: list[Hit]) -> list[Hit]:
+    """One site, one finding: a statement a rule matched by its shape (``loss =
+    nan_to_num(loss)``, NZ101) is not reported again as the flow's reaction (NZ106), and
+    a statement that matches one rule twice (``a.nan_to_num(0) - b.nan_to_num(0)``) is
+    reported once, at its first match."""
     matched = {(hit.statement_first, hit.statement_last) for hit in node_hits}
     hits = [hit for hit in flow_hits if (hit.statement_first, hit.statement_last) not in matched]
     seen: set[tuple[int, int, str]] = set()
