@@ -1468,6 +1468,52 @@ HAND_WRITTEN = [
             return state.apply_gradients(grads=grads)
         """,
     ),
+    case(
+        "a clipping helper skips clipping a non-finite norm and hands the flag back",
+        """\
+        import numpy as np
+        def clip_grad_global_norm(parameters, max_norm):
+            total_norm = grad_global_norm(parameters)
+            is_finite = bool(np.isfinite(total_norm))
+            ratio = np.maximum(1, total_norm / max_norm)
+            if not is_finite:
+                warnings.warn("nan or inf is detected: clipping skipped")
+                return total_norm, ratio, is_finite
+            for p in parameters:
+                p.grad *= 1 / ratio
+            return total_norm, ratio, is_finite
+        """,
+    ),
+    case(
+        "a train step hands the flag back and skips the update it guards",
+        """\
+        import jax
+        import optax
+        def train_step(params, opt_state, batch):
+            grads = jax.grad(loss_fn)(params, batch)
+            finite = optax.tree.all_finite(grads)
+            if not finite:
+                return params, opt_state, finite
+            updates, opt_state = tx.update(grads, opt_state)
+            params = optax.apply_updates(params, updates)
+            return params, opt_state, finite
+        """,
+        (7, "NZ201"),
+    ),
+    case(
+        "an OverflowError of a curve fit in a trial assessor trains nothing",
+        """\
+        from scipy import optimize
+        class Assessor:
+            def fit_theta(self):
+                x = range(1, self.point_num + 1)
+                for model in self.models:
+                    try:
+                        a, b = optimize.curve_fit(model, x, self.trial_history)[0]
+                    except (RuntimeError, FloatingPointError, OverflowError):
+                        pass
+        """,
+    ),
     # ---- a check helper whose caller drops the answer and steps -------------------------
     case(
         "a check that only warns, called between backward and the step (patience)",

@@ -308,8 +308,7 @@ class Flows:
             return True
         for node in self.facts.nodes(root):
             if isinstance(node, ast.Call):
-                words = vocab.name_words(self._called(node))
-                if _TRAINING_WORDS.intersection(words):
+                if _names_training(self._called(node)):
                     return True
             elif isinstance(node, ast.For | ast.AsyncFor):
                 words = {w for n in _names(node.target) for w in vocab.name_words(n)}
@@ -494,8 +493,7 @@ class Flows:
         training = [
             node
             for node in nodes
-            if isinstance(node, ast.Call)
-            and _TRAINING_WORDS.intersection(vocab.name_words(self._called(node)))
+            if isinstance(node, ast.Call) and _names_training(self._called(node))
         ]
         if any(_trains_by_itself(self._called(call), call.func) for call in training):
             return True  # ``loss.backward()``, ``self.optimizer.step()``, ``train_step(...)``
@@ -676,8 +674,10 @@ class Flows:
             return "skip", stmt  # ``def step(self): ... return False, None, None``: not taken
         if isinstance(value, ast.Constant):
             return None  # ``return True``: a predicate, its caller decides
-        if self.flag_of(unit, value) is not None:
-            # handing the flag back: a skip only when the step it guards is not taken
+        elements = value.elts if isinstance(value, ast.Tuple) else [value]
+        if any(self.flag_of(unit, element) is not None for element in elements):
+            # handing the flag back (``return total_norm, ratio, is_finite``): the caller
+            # decides; a skip only when the step it guards is not taken here
             later = [line for line in unit.updates_after if line > stmt.lineno]
             return ("skip", stmt) if later else None
         if isinstance(value, ast.Call):
@@ -687,7 +687,6 @@ class Flows:
             if isinstance(unit.node, ast.FunctionDef | ast.AsyncFunctionDef)
             else set()
         )
-        elements = value.elts if isinstance(value, ast.Tuple) else [value]
         for element in elements:
             names = _names(element)
             if names & parameters or (
@@ -1136,7 +1135,16 @@ class Flows:
 
 
 # ---- small syntactic helpers --------------------------------------------------------
-_TRAINING_WORDS = frozenset({"train", "step", "backward", "fit", "update", "updates", "optimizer"})
+_TRAINING_WORDS = frozenset({"train", "step", "backward", "update", "updates", "optimizer"})
+
+
+def _names_training(called: str) -> bool:
+    """Is a call named for training (``train_step``, ``optimizer.step``, ``model.fit``)?
+    ``fit`` counts as the first word only: ``curve_fit`` fits a curve, not a model."""
+    words = vocab.name_words(called)
+    return bool(_TRAINING_WORDS.intersection(words)) or words[:1] == ["fit"]
+
+
 _NAMED_TRAINING = vocab.STEPPING_NAME_WORDS | {"loss"}
 # Classes whose ``step`` is no optimizer step: a gradient clipper, a learning-rate
 # scheduler, an average, a timer (their ``return`` skips their own work only).
@@ -1155,8 +1163,8 @@ _TRAINING_RECEIVERS = frozenset(
 def _trains_by_itself(called: str, func: ast.expr) -> bool:
     """A call that is training whatever its arguments: ``backward``, ``train_step``,
     ``fit``, or a step or update of an optimizer, a scaler, a model or an engine."""
-    words = set(vocab.name_words(called))
-    if words & {"train", "backward", "fit"}:
+    words = vocab.name_words(called)
+    if {"train", "backward"}.intersection(words) or words[:1] == ["fit"]:
         return True
     receiver = dotted_name(func.value) if isinstance(func, ast.Attribute) else None
     owner = (receiver or "").rsplit(".", 1)[-1]
