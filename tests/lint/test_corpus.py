@@ -1514,6 +1514,31 @@ HAND_WRITTEN = [
                         pass
         """,
     ),
+    case(
+        "only finite loss terms are gathered into the sum",
+        """\
+        import torch
+        def forward(self, targets, preds):
+            losses = []
+            for i in range(self.heads):
+                loss = self.compute_loss_h(targets, preds, i)
+                if not torch.isnan(loss):
+                    losses.append(loss)
+            return torch.stack(losses).sum()
+        """,
+        (6, "NZ107"),
+    ),
+    case(
+        "a running average for the logs leaves non-finite losses out",
+        """\
+        import torch
+        def update_average(self, loss, avg_loss):
+            if torch.isfinite(loss):
+                avg_loss -= avg_loss / self.step
+                avg_loss += float(loss) / self.step
+            return avg_loss
+        """,
+    ),
     # ---- a check helper whose caller drops the answer and steps -------------------------
     case(
         "a check that only warns, called between backward and the step (patience)",

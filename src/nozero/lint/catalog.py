@@ -256,8 +256,10 @@ score may be replaced as you like; it is not flagged.
 ## What it flags
 Per-sample losses indexed by a finiteness mask before they are reduced:
 `losses[torch.isfinite(losses)].mean()`, `loss = loss[~loss.isnan()]`, or a mask kept in
-a variable first, in code that trains or hands the losses back to it. An analysis that
-keeps the finite points to itself (a learning-rate finder's suggestion) is not flagged.
+a variable first, in code that trains or hands the losses back to it; or only the
+finite terms gathered into a sum (`if not torch.isnan(loss): losses.append(loss)`). An
+analysis that keeps the finite points to itself (a learning-rate finder's suggestion)
+and a running average for the logs (`avg += float(loss) / n`) are not flagged.
 
 ## Why it is harmful
 A sample that produces NaN or Inf is a bug or a bad record; dropping it from the mean

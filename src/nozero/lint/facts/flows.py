@@ -533,8 +533,33 @@ class Flows:
             )
         ):
             self._add(unit, "not_taken", stmt, route)
+        elif not reacted and not bad_branch and self._gathers(unit, good_branch, tested):
+            self._add(unit, "drop", stmt, route)  # ``if not isnan(loss): losses.append(loss)``
         self._block(unit, bad_branch, loops, found)
         self._block(unit, good_branch, loops, bad)
+
+    def _gathers(self, unit: _Unit, branch: list[ast.stmt], tested: set[str]) -> bool:
+        """Does ``branch`` add a tested value that is training signal to a running total
+        or a list (``losses.append(loss)``, ``total += loss``)? Taken only when the value
+        is finite, it leaves the non-finite ones out of the sum."""
+        for stmt in branch:
+            if isinstance(stmt, ast.AugAssign) and isinstance(stmt.op, ast.Add):
+                added = stmt.value
+            elif (
+                isinstance(stmt, ast.Expr)
+                and isinstance(stmt.value, ast.Call)
+                and self._called(stmt.value) in ("append", "extend")
+                and stmt.value.args
+            ):
+                added = stmt.value.args[0]
+            else:
+                continue
+            detached = any(
+                isinstance(n, ast.Call) and self._called(n) in _DETACHING for n in ast.walk(added)
+            )
+            if _names(added) & tested and not detached and self._signal(unit, added, set()):
+                return True
+        return False
 
     def _clamped(self, unit: _Unit, stmt: ast.If, found: Flag) -> None:
         """``if not isfinite(h).all(): h = clamp(h, -big, big)``: activations pushed back
@@ -1146,6 +1171,9 @@ def _names_training(called: str) -> bool:
 
 
 _NAMED_TRAINING = vocab.STEPPING_NAME_WORDS | {"loss"}
+# Conversions that take a value off the autograd graph: what is summed after one
+# (``avg_loss += float(loss) / steps``) is a number for the logs, not training signal.
+_DETACHING = frozenset({"float", "int", "item", "detach", "numpy", "tolist"})
 # Classes whose ``step`` is no optimizer step: a gradient clipper, a learning-rate
 # scheduler, an average, a timer (their ``return`` skips their own work only).
 _HELPER_CLASS_WORDS = frozenset(
