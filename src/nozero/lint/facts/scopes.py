@@ -469,7 +469,7 @@ class FileFacts:
                 if not names <= predictions and (
                     any(vocab.is_prediction_name(n) for n in names)
                     or self._calls_model(value)
-                    or any(isinstance(n, ast.Name) and n.id in predictions for n in ast.walk(value))
+                    or bool(_names_in(value) & predictions)
                 ):
                     predictions |= names
                     changed = True
@@ -490,7 +490,7 @@ class FileFacts:
                 sources.extend([*node.args, *(k.value for k in node.keywords)])
             elif isinstance(node, ast.Return) and node.value is not None and returns_loss:
                 sources.append(node.value)
-        fed = {n.id for source in sources for n in ast.walk(source) if isinstance(n, ast.Name)}
+        fed = set().union(*(_names_in(source) for source in sources))
         return fed - parameter_names(function) if function else fed
 
     def called(self, func: ast.expr) -> str:

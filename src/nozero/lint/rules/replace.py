@@ -197,15 +197,22 @@ class NanToNumOnSignal(Rule):
             ctx.report(node, self)
 
 
-def _only_checked(node: cst.Call, ctx: Context) -> bool:
-    """``tensor = nan_to_num(tensor)`` in a function that only asserts on ``tensor``."""
+def _assigned_names(node: cst.CSTNode, ctx: Context) -> list[str]:
+    """The names ``node`` is assigned to as a whole value (``a = b = node``); empty when
+    it is not, or when a target is not a plain name."""
     parent = ctx.ancestors[-1] if ctx.ancestors else None
     if not isinstance(parent, cst.Assign) or parent.value is not node:
-        return False
+        return []
     targets = [t.target for t in parent.targets]
-    return all(
-        isinstance(t, cst.Name) and ctx.facts.only_checks(ctx.scope_key, t.value) for t in targets
-    )
+    if not all(isinstance(t, cst.Name) for t in targets):
+        return []
+    return [t.value for t in targets]  # type: ignore[attr-defined]
+
+
+def _only_checked(node: cst.Call, ctx: Context) -> bool:
+    """``tensor = nan_to_num(tensor)`` in a function that only asserts on ``tensor``."""
+    names = _assigned_names(node, ctx)
+    return bool(names) and all(ctx.facts.only_checks(ctx.scope_key, n) for n in names)
 
 
 class NanToNumMapped(Rule):
@@ -353,11 +360,8 @@ class WhereSubstitutes(Rule):
 
 def _counts_into(node: cst.CSTNode, ctx: Context) -> bool:
     """Is ``node`` the value of an assignment to a count or size (``bad_steps = ...``)?"""
-    parent = ctx.ancestors[-1] if ctx.ancestors else None
-    if not isinstance(parent, cst.Assign) or parent.value is not node:
-        return False
-    names = [t.target for t in parent.targets]
-    return all(isinstance(n, cst.Name) and vocab.is_measure_name(n.value) for n in names)
+    names = _assigned_names(node, ctx)
+    return bool(names) and all(vocab.is_measure_name(n) for n in names)
 
 
 class MaskedFillNonFinite(Rule):
