@@ -162,7 +162,8 @@ def test_a_module_not_named_as_a_test_is_linted(path: str):
 # ---- selection --------------------------------------------------------------------------
 def test_select():
     source = (
-        "import optax\nimport jax.numpy as jnp\ntx = optax.zero_nans()\ng = jnp.nan_to_num(g)\n"
+        "import optax\nimport jax.numpy as jnp\ntx = optax.zero_nans()\n"
+        "grads = jnp.nan_to_num(grads)\n"
     )
     assert [f.code for f in lint_source(source)] == ["NZ402", "NZ101"]
     assert [f.code for f in lint_source(source, select={"NZ101"})] == ["NZ101"]
@@ -173,7 +174,7 @@ def test_select():
 
 def test_findings_are_sorted_and_unique():
     source = "import jax.numpy as jnp\nb = jnp.nan_to_num(b)\na = jnp.nan_to_num(loss); c = 1\n"
-    findings = lint_source(source + "g = jnp.nan_to_num(g)\n")
+    findings = lint_source(source + "grad = jnp.nan_to_num(grad)\n")
     assert findings == sorted(set(findings))
     assert [f.line for f in findings] == [3, 4]
 

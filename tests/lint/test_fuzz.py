@@ -165,8 +165,8 @@ def test_mutated_examples_and_snippets(source: str) -> None:
         ),
         ("import torch\n\x0closs = torch.nan_to_num(loss)\n", (2, 9)),
         (
-            "class A:\n  x = 1\n\x0c  def f(self, g):\n"
-            "    y = 1\n\x0c    return jnp.nan_to_num(g)\n",
+            "class A:\n  x = 1\n\x0c  def f(self, grad):\n"
+            "    y = 1\n\x0c    return jnp.nan_to_num(grad)\n",
             (5, 13),
         ),
     ],

@@ -44,12 +44,13 @@ def test_collect_aliases_and_resolve():
     ("source", "expected"),
     [
         ("import jax.numpy as xp\ngrads = xp.nan_to_num(grads)\n", ["NZ101"]),
-        ("from torch import nan_to_num as scrub\ng = scrub(g)\n", ["NZ101"]),
+        ("from torch import nan_to_num as scrub\ngrad = scrub(grad)\n", ["NZ101"]),
         ("from numpy import nan_to_num\nloss = nan_to_num(loss)\n", ["NZ101"]),
         ("import optax as ox\ntx = ox.apply_if_finite(ox.adam(1e-3), 3)\n", ["NZ401"]),
         ("from optax import zero_nans as zn\ntx = zn()\n", ["NZ402"]),
         (
-            "import tensorflow as tf\ng = tf.where(tf.math.is_nan(g), tf.zeros_like(g), g)\n",
+            "import tensorflow as tf\n"
+            "grad = tf.where(tf.math.is_nan(grad), tf.zeros_like(grad), grad)\n",
             ["NZ103"],
         ),
         (

@@ -336,6 +336,23 @@ SIGNAL_WORDS = frozenset(
 SIGNAL_NAMES = frozenset(
     {"g", "gs", "update", "opt_state", "optimizer_state", "optstate", "train_state", "trainstate"}
 )
+# Short names that are gradients only where gradients are handled (elsewhere ``g`` is a
+# graph or a random generator).
+AMBIGUOUS_SIGNAL_NAMES = frozenset({"g", "gs"})
+# Words of a name that handles gradients, and names that only set the autograd mode.
+GRADIENT_WORDS = frozenset(
+    {"grad", "grads", "gradient", "gradients", "gnorm", "updates", "backward"}
+)
+GRAD_MODE_NAMES = frozenset(
+    {
+        "requires_grad",
+        "requires_grad_",
+        "no_grad",
+        "enable_grad",
+        "set_grad_enabled",
+        "is_grad_enabled",
+    }
+)
 # Words that mark a value as a metric, an evaluation score or a plot, never training signal.
 METRIC_WORDS = frozenset(
     {
@@ -375,6 +392,9 @@ METRIC_WORDS = frozenset(
         "display",
     }
 )
+# Calls that turn a tensor into plain numbers: what they give is logged or compared,
+# and no gradient flows back through it.
+TO_NUMBER = frozenset({"float", "int", "item", "numpy", "tolist"})
 # Calls that mark a function as one that only observes values: evaluation, plots,
 # metrics (unless it also trains: see TRAINING_CALLS).
 OBSERVING_MARKERS = frozenset(
@@ -382,6 +402,7 @@ OBSERVING_MARKERS = frozenset(
         "eval",
         "no_grad",
         "inference_mode",
+        "predict",
         "plot",
         "scatter",
         "hist",
@@ -432,7 +453,10 @@ def name_words(identifier: str) -> list[str]:
 
 @cache
 def is_metric_name(identifier: str) -> bool:
-    return any(w in METRIC_WORDS for w in name_words(identifier))
+    words = name_words(identifier)
+    if len(words) > 1 and words[-1] == "val" and words[-2] in SIGNAL_WORDS:
+        words = words[:-1]  # ``loss_val``: the loss's value (``val_loss`` is validation's)
+    return any(w in METRIC_WORDS for w in words)
 
 
 # Words that mark a name as a setting (``max_grad_norm``, ``cfg.loss_weight``,
@@ -441,6 +465,8 @@ CONFIG_WORDS = frozenset(
     {
         "config",
         "cfg",
+        "dataset",
+        "preprocessing",
         "conf",
         "args",
         "hparams",
@@ -556,4 +582,7 @@ def is_signal_name(identifier: str) -> bool:
     if is_metric_name(identifier) or is_config_name(identifier) or is_measure_name(identifier):
         return False
     lowered = identifier.lower()
-    return lowered in SIGNAL_NAMES or any(w in SIGNAL_WORDS for w in name_words(identifier))
+    words = name_words(identifier)
+    if words[:1] == ["from"]:
+        return False  # ``Dataset.from_parameters(...)``: a constructor
+    return lowered in SIGNAL_NAMES or any(w in SIGNAL_WORDS for w in words)

@@ -522,6 +522,26 @@ class Flows:
         route, polarity = found
         bad_branch, good_branch = (stmt.body, stmt.orelse) if polarity else (stmt.orelse, stmt.body)
         tested = _names(stmt.test)
+        scaling = unit.scaling
+        if scaling and not route.scaling and _tests_a_loss(tested):
+            unit.scaling = False  # a non-finite loss is no fp16 gradient overflow
+        try:
+            self._react_to_test(unit, stmt, found, tested, loops, bad_branch, good_branch)
+        finally:
+            unit.scaling = scaling
+        self._block(unit, good_branch, loops, bad)
+
+    def _react_to_test(
+        self,
+        unit: _Unit,
+        stmt: ast.If,
+        found: Flag,
+        tested: set[str],
+        loops: int,
+        bad_branch: list[ast.stmt],
+        good_branch: list[ast.stmt],
+    ) -> None:
+        route = found[0]
         reacted = bool(bad_branch) and self._react(unit, bad_branch, found, tested, loops, stmt)
         if (
             not reacted
@@ -535,8 +555,10 @@ class Flows:
             self._add(unit, "not_taken", stmt, route)
         elif not reacted and not bad_branch and self._gathers(unit, good_branch, tested):
             self._add(unit, "drop", stmt, route)  # ``if not isnan(loss): losses.append(loss)``
+        before = len(self._reactions)
         self._block(unit, bad_branch, loops, found)
-        self._block(unit, good_branch, loops, bad)
+        if len(self._reactions) > before:  # one site, one finding: the branch's own one
+            self._reactions.pop((stmt.lineno, stmt.col_offset, "go_on"), None)
 
     def _gathers(self, unit: _Unit, branch: list[ast.stmt], tested: set[str]) -> bool:
         """Does ``branch`` add a tested value that is training signal to a running total
@@ -621,22 +643,33 @@ class Flows:
                 return True
         return False
 
+    def _raises(self, stmt: ast.stmt) -> bool:
+        """``raise ...``, or a call that raises (``sys.exit``, a same-file raising helper)."""
+        if isinstance(stmt, ast.Raise):
+            return True
+        if not (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call)):
+            return False
+        called = self._called(stmt.value)
+        return called in vocab.RAISING_CALLS or (
+            self.facts.defines_function(called) and self.facts.is_raising_helper(called)
+        )
+
     def _branch(
         self, unit: _Unit, branch: list[ast.stmt], tested: set[str], loops: int, owner: ast.AST
     ) -> tuple[str, ast.AST] | None:
         """(kind, statement) of the first reaction in ``branch``; None if it raises or
         hands the values back; ("go_on", owner) if it only observes."""
-        for stmt in branch:
-            if isinstance(stmt, ast.Raise):
+        for at, stmt in enumerate(branch):
+            if self._raises(stmt):
                 return None
             if isinstance(stmt, ast.Assert):
                 return None  # ``assert mask.count_nonzero() == 0``: only an explained NaN passes
+            if any(self._raises(later) for later in branch[at + 1 :]) and isinstance(
+                stmt, ast.Expr | ast.Assign | ast.AugAssign | ast.AnnAssign
+            ):
+                continue  # ``loss_summary = {...}; raise RuntimeError(...)``: it stops
             if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
                 called = self._called(stmt.value)
-                if called in vocab.RAISING_CALLS or (
-                    self.facts.defines_function(called) and self.facts.is_raising_helper(called)
-                ):
-                    return None
                 if (
                     called in sources.ZEROING_CALLS
                     or called in vocab.MASKED_FILL
@@ -647,6 +680,8 @@ class Flows:
                 if helper is not None and self._helper_zeroes(helper):
                     return "zero", stmt
             if isinstance(stmt, ast.Return):
+                if loops and _reports_status(stmt.value) and not _is_step(unit.node):
+                    return None  # ``return False, step`` out of the batch loop: a stop
                 return self._return_kind(unit, stmt, tested)
             if isinstance(stmt, ast.Break) and loops and _sets_a_flag(branch, stmt):
                 return None  # ``valid = False; break``: the search ends, the flag decides
@@ -736,6 +771,10 @@ class Flows:
                 continue
             if isinstance(value, ast.Constant) and isinstance(value.value, bool):
                 continue  # a flag being set
+            if value is not None and self.facts.is_nonfinite_constant(value):
+                continue  # ``decrease_error = inf``: still not finite
+            if _none(value):
+                continue  # ``final_loss = None``: marked missing (what uses it fails loudly)
             if vocab.is_metric_name(key.rsplit(".", 1)[-1]):
                 continue  # ``f1_score = -1``: a metric reports a NaN as a marker
             if value is not None and self._sentinel(unit, value):
@@ -821,6 +860,8 @@ class Flows:
                 branches = (node.body, node.orelse)
                 # a constant is NZ103's; None is no old state: it marks the value missing,
                 # and anything that computes with it fails loudly
+                if found and _passes_through(found, node.test, node.body, node.orelse):
+                    continue
                 if found and not any(self.facts.is_constant(b) or _none(b) for b in branches):
                     if self._signal(unit, node.body, extra) or self._signal(
                         unit, node.orelse, extra
@@ -882,6 +923,10 @@ class Flows:
         if not found:
             return
         branches = args[1:3]
+        if any(self.facts.is_nonfinite_constant(b) for b in branches):
+            return  # ``where(isfinite(x), x, -inf)``: what stands in is not finite either
+        if len(branches) == 2 and _passes_through(found, args[0], branches[0], branches[1]):
+            return
         if found[0].weak and not any(
             self._signal(unit, b, extra) or self._finfo(unit, b) or self._sentinel(unit, b)
             for b in branches
@@ -1173,7 +1218,26 @@ def _names_training(called: str) -> bool:
 _NAMED_TRAINING = vocab.STEPPING_NAME_WORDS | {"loss"}
 # Conversions that take a value off the autograd graph: what is summed after one
 # (``avg_loss += float(loss) / steps``) is a number for the logs, not training signal.
-_DETACHING = frozenset({"float", "int", "item", "detach", "numpy", "tolist"})
+_DETACHING = vocab.TO_NUMBER | {"detach"}
+
+
+def _tests_a_loss(tested: set[str]) -> bool:
+    """Does a test look at a loss and at no gradient? A scaler at work in the same code
+    skips overflowing gradients; skipping a non-finite loss is the code's own doing."""
+    words = {w for name in tested for w in vocab.name_words(name.rsplit(".", 1)[-1])}
+    loss = any(vocab.is_loss_name(name.rsplit(".", 1)[-1]) for name in tested)
+    return loss and not words & vocab.GRADIENT_WORDS
+
+
+def _passes_through(found: Flag, test: ast.expr, if_true: ast.expr, if_false: ast.expr) -> bool:
+    """Is the value picked on a non-finite test the tested value itself
+    (``where(isfinite(t), clip(t, max=1.0), t)``)? The NaN or Inf goes on as it was:
+    nothing is kept or hidden."""
+    bad = if_true if found[1] else if_false
+    name = dotted_name(bad)
+    return name is not None and name.removeprefix("self.") in _names(test)
+
+
 # Classes whose ``step`` is no optimizer step: a gradient clipper, a learning-rate
 # scheduler, an average, a timer (their ``return`` skips their own work only).
 _HELPER_CLASS_WORDS = frozenset(
@@ -1217,6 +1281,12 @@ def _constants(value: ast.expr) -> bool:
     """``False``, ``(False, None, None)``: a status, not a value computed here."""
     elements = value.elts if isinstance(value, ast.Tuple) else [value]
     return bool(elements) and all(isinstance(e, ast.Constant) for e in elements)
+
+
+def _reports_status(value: ast.expr | None) -> bool:
+    """``False`` or ``(False, step)``: a success flag handed to the caller."""
+    elements = value.elts if isinstance(value, ast.Tuple) else [value]
+    return any(isinstance(e, ast.Constant) and isinstance(e.value, bool) for e in elements)
 
 
 def _is_step(node: ast.AST) -> bool:

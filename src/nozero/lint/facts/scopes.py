@@ -17,6 +17,7 @@ from functools import cached_property
 from typing import Any
 
 from nozero.lint import vocab
+from nozero.lint.facts.sources import PREDICATE_POLARITY
 from nozero.lint.imports import child_statements, dotted_name, last_part, resolve
 from nozero.lint.lines import line_starts
 from nozero.lint.scaling import scaler_in_lines
@@ -47,6 +48,12 @@ _BOOLEAN_CALLS = frozenset(
 # ``accuracy_loss``).
 _TRAINING_NAME_WORDS = frozenset({"loss", "train", "step", "grad", "grads", "update"})
 _DIVISIONS = frozenset({"div", "div_", "divide", "true_divide", "true_divide_"})
+# ``nan_to_num`` keywords naming the value cleaned (``nan=``, ``posinf=`` name what
+# replaces it).
+SANITIZED_KEYWORDS = frozenset({"x", "input", "out"})
+# Words of a name for a constant that is not finite (``NEG_INF``, ``self.neg_inf``).
+_NONFINITE_WORDS = frozenset({"inf", "infinity", "nan", "infty", "ninf", "pinf"})
+_SIGN_WORDS = frozenset({"neg", "pos", "minus", "plus", "negative", "positive", "n", "p"})
 
 
 def scope_nodes(root: ast.AST) -> Iterator[ast.AST]:
@@ -143,6 +150,39 @@ def parameter_names(fn: FunctionNode | ast.Lambda) -> set[str]:
     return {a.arg for a in every if a is not None} - {"self", "cls"}
 
 
+def _names_gradients(node: ast.AST) -> bool:
+    """A name, attribute or parameter that says gradients (``grads``, ``p.grad``,
+    ``grad_norm``), or a call that computes them (``jax.grad``, ``loss.backward()``);
+    ``requires_grad`` and ``no_grad`` only set the autograd mode."""
+    if isinstance(node, ast.Name):
+        name = node.id
+    elif isinstance(node, ast.Attribute):
+        name = node.attr
+    elif isinstance(node, ast.arg):
+        name = node.arg
+    else:
+        return False
+    return name not in vocab.GRAD_MODE_NAMES and bool(
+        vocab.GRADIENT_WORDS.intersection(vocab.name_words(name))
+    )
+
+
+def _true_when_nonfinite(value: ast.expr) -> bool:
+    """``isnan(x) | isinf(x)``, ``torch.isnan(x).any()``: true where a value is not finite
+    (``not any(isnan(x))``, true where it is, marks the finite ones)."""
+    if isinstance(value, ast.BinOp) and isinstance(value.op, ast.BitOr):
+        return _true_when_nonfinite(value.left) and _true_when_nonfinite(value.right)
+    if isinstance(value, ast.BoolOp) and isinstance(value.op, ast.Or):
+        return all(_true_when_nonfinite(v) for v in value.values)
+    if not isinstance(value, ast.Call):
+        return False
+    name = last_part(dotted_name(value.func) or "")
+    if name in ("any", "all", "bool", "item", "logical_or"):
+        inner = [value.func.value] if isinstance(value.func, ast.Attribute) else []
+        return any(_true_when_nonfinite(v) for v in [*inner, *value.args])
+    return PREDICATE_POLARITY.get(name) is True
+
+
 def _bindings(nodes: list[ast.AST]) -> list[tuple[set[str], ast.expr]]:
     """(names, value) for each binding among one scope's ``nodes``."""
     found: list[tuple[set[str], ast.expr]] = []
@@ -176,7 +216,9 @@ class Scope:
     signal: set[str] = field(default_factory=set)  # tainted by origin
     grad_functions: set[str] = field(default_factory=set)  # results of jax.grad(...)
     flags: set[str] = field(default_factory=set)  # results of finiteness tests on signal
-    observed: set[str] = field(default_factory=set)  # bound only from a metric's result
+    # no signal whatever they are called: bound only from a metric's result, a setting
+    # (``focal_loss: bool = False``), or ``g`` where no gradient is in sight (a graph)
+    not_signal: set[str] = field(default_factory=set)
 
 
 class FileFacts:
@@ -298,8 +340,10 @@ class FileFacts:
             }
             called |= {self.called(d) for d in fn.decorator_list}
             # An optimizer's ``step`` runs under ``no_grad`` as torch's own do: it trains.
-            trains = called & (vocab.UPDATE_CALLS | vocab.TRAINING_CALLS) or (
-                vocab.STEPPING_NAME_WORDS.intersection(vocab.name_words(fn.name))
+            trains = (
+                called & (vocab.UPDATE_CALLS | vocab.TRAINING_CALLS)
+                or vocab.STEPPING_NAME_WORDS.intersection(vocab.name_words(fn.name))
+                or fn.lineno in self._optimizer_methods
             )
             marked = bool(called & vocab.OBSERVING_MARKERS) or bool(curvature)
             self._helper_memo[key] = not trains and marked
@@ -385,6 +429,26 @@ class FileFacts:
                     stack.append((child, inside))
         return frozenset(found)
 
+    @cached_property
+    def _optimizer_methods(self) -> frozenset[int]:
+        """Def lines of the functions in a class that subclasses an optimizer
+        (``class Lion(torch.optim.Optimizer)``): optimizer code, which trains."""
+        found: set[int] = set()
+        stack: list[tuple[ast.AST, bool]] = [(self.tree, False)]
+        while stack:
+            node, inside = stack.pop()
+            for child in child_statements(node):
+                if isinstance(child, ast.ClassDef):
+                    bases = (last_part(dotted_name(b) or "") for b in child.bases)
+                    stack.append((child, inside or any("Optimizer" in b for b in bases)))
+                elif isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef):
+                    if inside:
+                        found.add(child.lineno)
+                    stack.append((child, inside))
+                else:
+                    stack.append((child, inside))
+        return frozenset(found)
+
     def parameters(self, key: int) -> set[str]:
         """Parameter names of the function defined on line ``key`` (none at module level)."""
         entry = self._functions.get(key)
@@ -416,7 +480,9 @@ class FileFacts:
                 parent.signal - local, parent.grad_functions - local, parent.flags - local
             )
         bindings = self.bindings(root)
-        scope.observed = self._metric_results(bindings)
+        scope.not_signal = self._metric_results(bindings) | self._settings(root, bindings)
+        if not self._sees_gradients(key):
+            scope.not_signal |= vocab.AMBIGUOUS_SIGNAL_NAMES
         self._propagate(bindings, scope)
         feeding = self._predictions_feeding_loss(root, bindings) - scope.signal
         if feeding:
@@ -433,6 +499,46 @@ class FileFacts:
             for name in names:
                 only_metrics[name] = only_metrics.get(name, True) and measured
         return {name for name, measured in only_metrics.items() if measured}
+
+    @staticmethod
+    def _settings(root: ast.AST, bindings: list[tuple[set[str], ast.expr]]) -> set[str]:
+        """Parameters declared as settings (``focal_loss: bool = False``, ``mode: str``,
+        ``cfg: TrainConfig``) that the function never re-binds: no tensor, whatever
+        their name says."""
+        if not isinstance(root, ast.FunctionDef | ast.AsyncFunctionDef):
+            return set()
+        args = root.args
+        positional = [*args.posonlyargs, *args.args]
+        defaults: dict[str, ast.expr | None] = dict.fromkeys(a.arg for a in positional)
+        # the last positional parameters take the defaults; every keyword-only one has one
+        defaults.update(zip((a.arg for a in positional[::-1]), args.defaults[::-1], strict=False))
+        defaults.update(zip((a.arg for a in args.kwonlyargs), args.kw_defaults, strict=True))
+        rebound = set().union(*(names for names, _ in bindings))
+        found = set()
+        for arg in [*positional, *args.kwonlyargs]:
+            default = defaults.get(arg.arg)
+            annotation = last_part(dotted_name(arg.annotation) or "") if arg.annotation else ""
+            declared = annotation in ("bool", "str") or vocab.is_config_name(annotation)
+            if isinstance(default, ast.Constant) and isinstance(default.value, bool | str):
+                declared = True
+            if declared and arg.arg not in rebound:
+                found.add(arg.arg)
+        return found
+
+    def _sees_gradients(self, key: int) -> bool:
+        """Does the function on line ``key`` (or one around it, or its optimizer class)
+        handle gradients: a name or call that says so? Only there is ``g`` a gradient;
+        elsewhere it is a graph or a random generator."""
+        while True:
+            entry = self._functions.get(key)
+            root: ast.AST = entry[0] if entry else self.tree
+            if key in self._optimizer_methods or any(
+                _names_gradients(node) for node in self.nodes(root)
+            ):
+                return True
+            if not entry or entry[1] is None:
+                return False
+            key = entry[1].lineno
 
     def _propagate(self, bindings: list[tuple[set[str], ast.expr]], scope: Scope) -> None:
         """Grow ``scope`` through its bindings until nothing new is learned."""
@@ -535,7 +641,7 @@ class FileFacts:
         for node in self._signal_carriers(expr):
             if isinstance(node, ast.Name):
                 if node.id in scope.signal or (
-                    vocab.is_signal_name(node.id) and node.id not in scope.observed
+                    vocab.is_signal_name(node.id) and node.id not in scope.not_signal
                 ):
                     return True
             elif isinstance(node, ast.Attribute):
@@ -765,10 +871,17 @@ class FileFacts:
             for node in self.nodes(fn)
         )
 
-    def _parameter_scope(self, fn: FunctionNode) -> Scope:
-        """The function's scope, assuming its parameters are training signal."""
-        scope = self.scope(fn.lineno)
-        return Scope(scope.signal | parameter_names(fn), scope.grad_functions, scope.flags)
+    def _parameter_scope(self, fn: FunctionNode, only: str | None = None) -> Scope:
+        """The function's scope, assuming its parameters (or just ``only``) are training
+        signal, and so the tests of them it binds (``mask = isnan(terms)``) flags."""
+        own = self.scope(fn.lineno)
+        assumed = parameter_names(fn) if only is None else {only}
+        scope = Scope(own.signal | assumed, own.grad_functions, set(own.flags))
+        for names, value in self.bindings(fn):
+            if not names <= scope.flags and _true_when_nonfinite(value):
+                if self.is_nonfinite_test(value, scope, self.source):
+                    scope.flags |= names
+        return scope
 
     def _tests_parameter(self, fn: FunctionNode) -> bool:
         candidates = self.flag_candidates(fn)
@@ -818,17 +931,34 @@ class FileFacts:
             (node, self.called(node.func)) for node in self.nodes(fn) if isinstance(node, ast.Call)
         ]
         calls = [(c, n) for c, n in calls if n in vocab.SANITIZERS | vocab.MASKED_FILL | {"where"}]
+        calls += [
+            (node, "[]=")  # ``x[torch.isnan(x)] = 0.0``
+            for node in self.nodes(fn)
+            if isinstance(node, ast.Assign)
+            and any(isinstance(t, ast.Subscript) for t in node.targets)
+            and self.is_finite_constant(node.value)
+        ]
         if not calls:
             return False
-        scope = self._parameter_scope(fn)
-        if only is not None:
-            own = self.scope(fn.lineno)
-            scope = Scope(own.signal | {only}, own.grad_functions, own.flags)
+        own = self.scope(fn.lineno)
+        if self._cleans(calls, own):
+            return False  # it cleans signal of its own: that statement is the finding
+        return self._cleans(calls, self._parameter_scope(fn, only))
+
+    def _cleans(self, calls: list[tuple[ast.Call | ast.Assign, str]], scope: Scope) -> bool:
+        """Does one of ``calls`` (sanitizers, masked fills and assignments, selects)
+        replace non-finite values of ``scope``'s signal by finite ones?"""
         for node, name in calls:
+            if isinstance(node, ast.Assign):
+                masks = [t.slice for t in node.targets if isinstance(t, ast.Subscript)]
+                if any(self.is_nonfinite_test(m, scope, self.source) for m in masks):
+                    return True
+                continue
             if name in vocab.SANITIZERS and self.hides_nothing(node):
                 continue
             if name in vocab.SANITIZERS:
-                subjects = [*node.args[:1], *(k.value for k in node.keywords)]
+                subjects = [*node.args[:1]]
+                subjects += [k.value for k in node.keywords if k.arg in SANITIZED_KEYWORDS]
                 if isinstance(node.func, ast.Attribute):
                     subjects.append(node.func.value)
                 if any(self.is_signal(s, scope) for s in subjects):
@@ -838,8 +968,8 @@ class FileFacts:
                 if self.is_nonfinite_test(mask, scope, self.source):
                     return True
             elif name == "where" and len(node.args) >= 3:
-                if any(self.is_constant(b) for b in node.args[1:3]) and self.is_nonfinite_test(
-                    node.args[0], scope, self.source
+                if any(self.is_finite_constant(b) for b in node.args[1:3]) and (
+                    self.is_nonfinite_test(node.args[0], scope, self.source)
                 ):
                     return True
         return False
@@ -865,6 +995,31 @@ class FileFacts:
                 for a in node.args
             )
         return name in vocab.CONSTANT_FILLS
+
+    def is_finite_constant(self, node: ast.expr) -> bool:
+        """A constant that stands in for a value as a finite number (``0.0``,
+        ``zeros_like(x)``): what hides a NaN or an Inf it replaces."""
+        return self.is_constant(node) and not self.is_nonfinite_constant(node)
+
+    def is_nonfinite_constant(self, node: ast.expr) -> bool:
+        """``jnp.inf``, ``-math.inf``, ``float("nan")``, ``torch.tensor(float("-inf"))``,
+        ``self.neg_inf``: put in place of NaN or Inf, it is still not finite (a rejected
+        trial, a masked log-probability), so nothing is hidden."""
+        if isinstance(node, ast.UnaryOp):
+            node = node.operand
+        if isinstance(node, ast.Name | ast.Attribute):
+            name = node.id if isinstance(node, ast.Name) else node.attr
+            words = set(vocab.name_words(name.lower()))
+            return bool(words & _NONFINITE_WORDS) and words <= _NONFINITE_WORDS | _SIGN_WORDS
+        if isinstance(node, ast.Call) and node.args:
+            if self.called(node.func) == "float" and isinstance(node.args[0], ast.Constant):
+                text = str(node.args[0].value).lower().lstrip("+-")
+                return text in ("nan", "inf", "infinity")
+            if self.called(node.func) in vocab.CONSTANT_CONVERSIONS:
+                return self.is_nonfinite_constant(node.args[0])
+            if self.called(node.func) in ("full", "full_like") and len(node.args) > 1:
+                return self.is_nonfinite_constant(node.args[1])
+        return False
 
     def only_checks(self, key: int, name: str) -> bool:
         """Does the function on line ``key`` assert on ``name`` while it neither hands

@@ -22,10 +22,18 @@ _HOOKS = frozenset(
 )
 
 
-def is_constant(node: cst.BaseExpression, ctx: Context) -> bool:
-    """A literal number, a named constant (``jnp.nan``) or a constant fill (zeros, ones)."""
+def is_finite_constant(node: cst.BaseExpression, ctx: Context) -> bool:
+    """A literal number or a constant fill (zeros, ones): a finite stand-in, which hides
+    the NaN or Inf it replaces (``jnp.inf`` in place of NaN hides nothing)."""
     expr, _ = ctx.facts.parse_expression(ctx.code(node))
-    return ctx.facts.is_constant(expr)
+    return ctx.facts.is_finite_constant(expr)
+
+
+def is_nonfinite_constant(node: cst.BaseExpression | None, ctx: Context) -> bool:
+    if node is None:
+        return False
+    expr, _ = ctx.facts.parse_expression(ctx.code(node))
+    return ctx.facts.is_nonfinite_constant(expr)
 
 
 def _argument(call: cst.Call, position: int, *keywords: str) -> cst.BaseExpression | None:
@@ -193,8 +201,30 @@ class NanToNumOnSignal(Rule):
         ]
         if isinstance(node.func, cst.Attribute):
             subjects.append(node.func.value)
-        if any(ctx.is_signal(s) for s in subjects) and not _only_checked(node, ctx):
+        if any(ctx.is_signal(s) for s in subjects) and not (
+            _only_checked(node, ctx) or _made_a_number(node, ctx)
+        ):
             ctx.report(node, self)
+
+
+def _made_a_number(node: cst.Call, ctx: Context) -> bool:
+    """Is what ``node`` gives turned into plain numbers on the spot
+    (``gathered.nan_to_num(nan=inf).min().item()``, ``float(nan_to_num(loss))``)? A
+    number for the logs, through which no gradient flows."""
+    child: cst.CSTNode = node
+    for parent in reversed(ctx.ancestors):
+        if isinstance(parent, cst.Attribute) and parent.value is child:
+            if parent.attr.value in vocab.TO_NUMBER:
+                return True
+        elif isinstance(parent, cst.Call) and any(arg is child for arg in parent.args):
+            return ctx.called(parent) in vocab.TO_NUMBER  # ``float(...)``
+        elif not (
+            (isinstance(parent, cst.Call) and parent.func is child)  # a method's result
+            or (isinstance(parent, cst.Arg) and parent.value is child)
+        ):
+            return False
+        child = parent
+    return False
 
 
 def _assigned_names(node: cst.CSTNode, ctx: Context) -> list[str]:
@@ -296,6 +326,12 @@ class WhereSubstitutes(Rule):
             """),
         Example("""\
             import jax.numpy as jnp
+            def armijo_error(loss, new_loss, slope, stepsize):
+                diff = new_loss - (loss + 1e-4 * stepsize * slope)
+                return jnp.maximum(jnp.where(jnp.isnan(diff), jnp.inf, diff), 0.0)
+            """),
+        Example("""\
+            import jax.numpy as jnp
             finite = jnp.all(jnp.array([jnp.all(jnp.isfinite(g)) for g in grads]))
             notfinite_count = jnp.where(finite, 0, notfinite_count + 1)
             """),
@@ -318,9 +354,10 @@ class WhereSubstitutes(Rule):
         Example(
             """\
             import tensorflow as tf
-            g = tf.where(tf.math.is_nan(g), tf.zeros_like(g), g)
+            grads = tape.gradient(loss, model.trainable_variables)
+            grads = [tf.where(tf.math.is_nan(g), tf.zeros_like(g), g) for g in grads]
             """,
-            line=2,
+            line=3,
         ),
         Example(
             """\
@@ -340,7 +377,7 @@ class WhereSubstitutes(Rule):
 
     def visit_IfExp(self, node: cst.IfExp, ctx: Context) -> None:
         """``loss if math.isfinite(loss) else 0.0``"""
-        if (is_constant(node.body, ctx) or is_constant(node.orelse, ctx)) and (
+        if (is_finite_constant(node.body, ctx) or is_finite_constant(node.orelse, ctx)) and (
             ctx.is_nonfinite_test(node.test)
         ):
             ctx.report(node, self)
@@ -354,7 +391,9 @@ class WhereSubstitutes(Rule):
         branches = [_argument(node, 1, "x"), _argument(node, 2, "y")]
         if condition is None or None in branches:
             return
-        if any(is_constant(b, ctx) for b in branches if b) and ctx.is_nonfinite_test(condition):
+        if any(is_finite_constant(b, ctx) for b in branches if b) and (
+            ctx.is_nonfinite_test(condition)
+        ):
             ctx.report(node, self)
 
 
@@ -393,7 +432,7 @@ class MaskedFillNonFinite(Rule):
         Example(
             """\
             import torch
-            g = torch.masked_fill(g, torch.isinf(g), 0.0)
+            grad = torch.masked_fill(grad, torch.isinf(grad), 0.0)
             """,
             line=2,
         ),
@@ -404,6 +443,9 @@ class MaskedFillNonFinite(Rule):
             return
         positional = [a.value for a in node.args if a.keyword is None]
         mask = _argument(node, 1 if len(positional) >= 3 else 0, "mask")
+        value = _argument(node, 2 if len(positional) >= 3 else 1, "value")
+        if is_nonfinite_constant(value, ctx):
+            return  # ``masked_fill(isnan(x), float("-inf"))``: still not finite
         if mask is not None and ctx.is_nonfinite_test(mask):
             ctx.report(node, self)
 
@@ -422,12 +464,19 @@ class MaskedAssignment(Rule):
             import jax.numpy as jnp
             embeddings = embeddings.at[jnp.isnan(embeddings)].set(0)
             """),
+        Example("""\
+            import torch
+            def forward(self, g, features):
+                norm = torch.pow(g.in_degrees().float(), -0.5)
+                norm[torch.isinf(norm)] = 0
+                return features * norm.unsqueeze(1)
+            """),
     ]
     INVALID = [
         Example(
             """\
             import numpy as np
-            g[np.isnan(g)] = 0
+            grad[np.isnan(grad)] = 0
             """,
             line=2,
         ),
@@ -454,6 +503,8 @@ class MaskedAssignment(Rule):
     ]
 
     def visit_Assign(self, node: cst.Assign, ctx: Context) -> None:
+        if is_nonfinite_constant(node.value, ctx):
+            return  # ``x[isnan(x)] = -inf``: still not finite
         for target in node.targets:
             if isinstance(target.target, cst.Subscript) and self._masked(target.target, ctx):
                 ctx.report(node, self)
@@ -466,6 +517,7 @@ class MaskedAssignment(Rule):
             and isinstance(node.func.value.value, cst.Attribute)
             and node.func.value.value.attr.value == "at"
             and self._masked(node.func.value, ctx)
+            and not is_nonfinite_constant(_argument(node, 0, "values"), ctx)
         ):
             ctx.report(node, self)
 
