@@ -2120,6 +2120,36 @@ HAND_WRITTEN = [
         """,
     ),
     case(
+        "a graph called g in the training function itself",
+        """\
+        import torch
+        def train(model, g, features, labels, optimizer):
+            norm = torch.pow(g.in_degrees().float(), -0.5)
+            norm[torch.isinf(norm)] = 0
+            g.ndata["norm"] = norm.unsqueeze(1)
+            for epoch in range(200):
+                loss = torch.nn.functional.cross_entropy(model(g, features), labels)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+        class Sampler:
+            def get_norm(self, g):
+                norm = 1.0 / g.in_degrees().float().unsqueeze(1)
+                norm[torch.isinf(norm)] = 0
+                return norm.to(self.g.ndata["feat"].device)
+        """,
+    ),
+    case(
+        "a module-level name does not make a function's parameter signal",
+        """\
+        import torch
+        x = torch.autograd.grad(loss, params)[0]
+        def scale(x):
+            x = torch.where(torch.isinf(x), torch.zeros_like(x), x)
+            return x
+        """,
+    ),
+    case(
         "g among gradients is a gradient",
         """\
         import jax

@@ -339,6 +339,35 @@ SIGNAL_NAMES = frozenset(
 # Short names that are gradients only where gradients are handled (elsewhere ``g`` is a
 # graph or a random generator).
 AMBIGUOUS_SIGNAL_NAMES = frozenset({"g", "gs"})
+# What only a graph or a random generator has (``g.in_degrees()``, ``g.ndata``,
+# ``g.manual_seed(0)``): a ``g`` used so is no gradient, wherever it is.
+GRAPH_OR_GENERATOR_ATTRIBUTES = frozenset(
+    {
+        "in_degrees",
+        "out_degrees",
+        "ndata",
+        "edata",
+        "srcdata",
+        "dstdata",
+        "number_of_nodes",
+        "number_of_edges",
+        "num_nodes",
+        "num_edges",
+        "add_edges",
+        "add_nodes",
+        "add_self_loop",
+        "update_all",
+        "apply_edges",
+        "local_scope",
+        "successors",
+        "predecessors",
+        "edge_index",
+        "manual_seed",
+        "initial_seed",
+        "get_state",
+        "set_state",
+    }
+)
 # Words of a name that handles gradients, and names that only set the autograd mode.
 GRADIENT_WORDS = frozenset(
     {"grad", "grads", "gradient", "gradients", "gnorm", "updates", "backward"}

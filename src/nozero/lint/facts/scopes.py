@@ -167,6 +167,18 @@ def _names_gradients(node: ast.AST) -> bool:
     )
 
 
+def _graphs_or_generators(nodes: list[ast.AST]) -> set[str]:
+    """The short names (``g``) used as a graph or a random generator among ``nodes``."""
+    found = set()
+    for node in nodes:
+        if isinstance(node, ast.Attribute) and node.attr in vocab.GRAPH_OR_GENERATOR_ATTRIBUTES:
+            owner = node.value  # ``g.ndata`` or ``self.g.ndata``
+            name = owner.id if isinstance(owner, ast.Name) else getattr(owner, "attr", "")
+            if name in vocab.AMBIGUOUS_SIGNAL_NAMES:
+                found.add(name)
+    return found
+
+
 def _true_when_nonfinite(value: ast.expr) -> bool:
     """``isnan(x) | isinf(x)``, ``torch.isnan(x).any()``: true where a value is not finite
     (``not any(isnan(x))``, true where it is, marks the finite ones)."""
@@ -472,10 +484,12 @@ class FileFacts:
             parent = self.scope(enclosing.lineno if enclosing else 0)
             # a name the function assigns itself is its own local: the enclosing scope's
             # ``labels`` (an aux output of ``value_and_grad``) is not the loss function's.
-            # Parameters keep what the enclosing scope knows: a ``lax.while_loop`` body's
-            # ``state`` is the enclosing function's state.
+            # Parameters keep what an enclosing function knows (a ``lax.while_loop``
+            # body's ``state`` is that function's state); a module's names reach its
+            # functions only as globals.
             assigned = set().union(*(names for names, _ in self.bindings(root)))
-            local = assigned - parameter_names(root)
+            parameters = parameter_names(root)
+            local = assigned - parameters if enclosing else assigned | parameters
             scope = Scope(
                 parent.signal - local, parent.grad_functions - local, parent.flags - local
             )
@@ -483,6 +497,7 @@ class FileFacts:
         scope.not_signal = self._metric_results(bindings) | self._settings(root, bindings)
         if not self._sees_gradients(key):
             scope.not_signal |= vocab.AMBIGUOUS_SIGNAL_NAMES
+        scope.not_signal |= _graphs_or_generators(self.nodes(root))
         self._propagate(bindings, scope)
         feeding = self._predictions_feeding_loss(root, bindings) - scope.signal
         if feeding:
@@ -646,6 +661,8 @@ class FileFacts:
                     return True
             elif isinstance(node, ast.Attribute):
                 chain = (dotted_name(node) or node.attr).split(".")
+                if node.attr in vocab.AMBIGUOUS_SIGNAL_NAMES and node.attr in scope.not_signal:
+                    continue  # ``self.g`` where no gradient is in sight, or used as a graph
                 if vocab.is_signal_name(node.attr) and not any(
                     vocab.is_metric_name(part) or vocab.is_config_name(part) for part in chain
                 ):
