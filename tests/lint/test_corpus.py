@@ -2342,6 +2342,40 @@ HAND_WRITTEN = [
         """,
     ),
     case(
+        "a mask over parameters is no parameter: a sampler picks by it",
+        """\
+        import tensorflow as tf
+        def sample(log_rates, seed):
+            good_params_mask = ~tf.math.is_nan(log_rates)
+            high_params_mask = good_params_mask & (log_rates >= 2.3)
+            high = sample_high(tf.where(high_params_mask, log_rates, 100.0), seed)
+            low = sample_low(tf.where(high_params_mask, 1e-5, tf.exp(log_rates)), seed)
+            return tf.where(good_params_mask, tf.where(high_params_mask, high, low), float("nan"))
+        """,
+    ),
+    case(
+        "a diverging MCMC proposal is accepted with probability 0",
+        """\
+        import jax.numpy as jnp
+        def adapt_step_size(state, loss_fn):
+            log_accept_ratio = -state.energy_change + jnp.sum(state.grads)
+            accept_prob = jnp.exp(jnp.minimum(0.0, log_accept_ratio))
+            accept_prob = jnp.where(jnp.isfinite(accept_prob), accept_prob, 0.0)
+            loss = loss_fn(state.step_size, accept_prob)
+            return loss
+        """,
+    ),
+    case(
+        "-inf converted to the dtype is still not finite",
+        """\
+        import numpy as np
+        import tensorflow as tf
+        def log_prob(self, x, loss_scale):
+            y = self._log_unnormalized(x) - loss_scale
+            return tf.where((y < 0.0) & tf.math.is_inf(y), np.float32(-np.inf), y)
+        """,
+    ),
+    case(
         "a mode search that keeps its last point: one finding for one site",
         """\
         import torch

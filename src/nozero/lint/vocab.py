@@ -382,9 +382,13 @@ GRAD_MODE_NAMES = frozenset(
         "is_grad_enabled",
     }
 )
-# Words that mark a value as a metric, an evaluation score or a plot, never training signal.
+# Words that mark a value as a metric, an evaluation score, a sampler's statistic or a
+# plot, never training signal (an MCMC proposal that diverges is accepted with
+# probability 0: ``accept_prob = where(isfinite(p), p, 0)`` is its definition).
 METRIC_WORDS = frozenset(
     {
+        "accept",
+        "acceptance",
         "val",
         "valid",
         "validation",
@@ -567,8 +571,8 @@ def is_loss_name(identifier: str) -> bool:
     return not is_metric_name(identifier) and any(w in LOSS_WORDS for w in name_words(identifier))
 
 
-# Words that make a name about the signal's size, kind or identity, not its values
-# (``param_size``, ``num_params``, ``grad_dtype``, ``loss_names``).
+# Words that make a name about the signal's size, kind, identity or elements, not its
+# values (``param_size``, ``num_params``, ``grad_dtype``, ``loss_names``, ``loss_mask``).
 MEASURE_WORDS = frozenset(
     {
         "size",
@@ -596,6 +600,8 @@ MEASURE_WORDS = frozenset(
         "len",
         "length",
         "keys",
+        "mask",
+        "masks",
     }
 )
 

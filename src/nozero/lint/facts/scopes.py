@@ -54,6 +54,10 @@ SANITIZED_KEYWORDS = frozenset({"x", "input", "out"})
 # Words of a name for a constant that is not finite (``NEG_INF``, ``self.neg_inf``).
 _NONFINITE_WORDS = frozenset({"inf", "infinity", "nan", "infty", "ninf", "pinf"})
 _SIGN_WORDS = frozenset({"neg", "pos", "minus", "plus", "negative", "positive", "n", "p"})
+# Words of a call that converts a constant to a dtype (``np.float32(np.inf)``).
+_CONVERSION_WORDS = frozenset(
+    {"dtype", "type", "cast", "float", "float16", "float32", "float64", "bfloat16", "half"}
+)
 
 
 def scope_nodes(root: ast.AST) -> Iterator[ast.AST]:
@@ -1032,8 +1036,9 @@ class FileFacts:
             if self.called(node.func) == "float" and isinstance(node.args[0], ast.Constant):
                 text = str(node.args[0].value).lower().lstrip("+-")
                 return text in ("nan", "inf", "infinity")
-            if self.called(node.func) in vocab.CONSTANT_CONVERSIONS:
-                return self.is_nonfinite_constant(node.args[0])
+            words = set(vocab.name_words(self.called(node.func)))
+            if words & _CONVERSION_WORDS or self.called(node.func) in vocab.CONSTANT_CONVERSIONS:
+                return self.is_nonfinite_constant(node.args[0])  # ``numpy_dtype(-np.inf)``
             if self.called(node.func) in ("full", "full_like") and len(node.args) > 1:
                 return self.is_nonfinite_constant(node.args[1])
         return False
