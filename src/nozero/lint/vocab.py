@@ -485,6 +485,14 @@ def name_words(identifier: str) -> list[str]:
 
 
 @cache
+def names_gradients(identifier: str) -> bool:
+    """``grads``, ``grad_norm``, ``backward``; not ``requires_grad`` or ``no_grad``."""
+    return identifier not in GRAD_MODE_NAMES and bool(
+        GRADIENT_WORDS.intersection(name_words(identifier))
+    )
+
+
+@cache
 def is_metric_name(identifier: str) -> bool:
     words = name_words(identifier)
     if len(words) > 1 and words[-1] == "val" and words[-2] in SIGNAL_WORDS:

@@ -166,9 +166,7 @@ def _names_gradients(node: ast.AST) -> bool:
         name = node.arg
     else:
         return False
-    return name not in vocab.GRAD_MODE_NAMES and bool(
-        vocab.GRADIENT_WORDS.intersection(vocab.name_words(name))
-    )
+    return vocab.names_gradients(name)
 
 
 def _graphs_or_generators(nodes: list[ast.AST]) -> set[str]:
@@ -450,6 +448,8 @@ class FileFacts:
         """Def lines of the functions in a class that subclasses an optimizer
         (``class Lion(torch.optim.Optimizer)``): optimizer code, which trains."""
         found: set[int] = set()
+        if "Optimizer" not in self.source:
+            return frozenset(found)
         stack: list[tuple[ast.AST, bool]] = [(self.tree, False)]
         while stack:
             node, inside = stack.pop()
