@@ -2376,6 +2376,22 @@ HAND_WRITTEN = [
         """,
     ),
     case(
+        "a loss function cleans the gradient it builds its target from",
+        """\
+        import torch
+        import torch.nn.functional as F
+        def sds_loss(self, text_embeddings, image, t):
+            with torch.no_grad():
+                noise = torch.randn_like(image)
+                noise_pred = self.unet(self.scheduler.add_noise(image, noise, t), t)
+            grad = (1 - self.alphas[t]) * (noise_pred - noise)
+            grad = torch.nan_to_num(grad)
+            target = (image - grad).detach()
+            return 0.5 * F.mse_loss(image, target, reduction="sum")
+        """,
+        (8, "NZ101"),
+    ),
+    case(
         "a mode search that keeps its last point: one finding for one site",
         """\
         import torch

@@ -354,9 +354,12 @@ class FileFacts:
             }
             called |= {self.called(d) for d in fn.decorator_list}
             # An optimizer's ``step`` runs under ``no_grad`` as torch's own do: it trains.
+            # A loss function trains too: what it returns is backpropagated, whatever it
+            # computes under ``no_grad`` (a score-distillation target).
             trains = (
                 called & (vocab.UPDATE_CALLS | vocab.TRAINING_CALLS)
                 or vocab.STEPPING_NAME_WORDS.intersection(vocab.name_words(fn.name))
+                or vocab.is_loss_name(fn.name)
                 or fn.lineno in self._optimizer_methods
             )
             marked = bool(called & vocab.OBSERVING_MARKERS) or bool(curvature)
