@@ -428,42 +428,40 @@ class FileFacts:
 
     @cached_property
     def _test_functions(self) -> frozenset[int]:
-        found: set[int] = set()
-        stack: list[tuple[ast.AST, bool]] = [(self.tree, False)]
-        while stack:
-            node, inside = stack.pop()
-            for child in child_statements(node):
-                if isinstance(child, ast.ClassDef):
-                    name = child.name
-                    test = name.startswith("Test") or name.endswith(("Test", "TestCase"))
-                    stack.append((child, inside or test))
-                elif isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef):
-                    test = inside or child.name.startswith("test")
-                    if test:
-                        found.add(child.lineno)
-                    stack.append((child, test))
-                else:
-                    stack.append((child, inside))
-        return frozenset(found)
+        return self._marked_functions(
+            lambda cls: cls.name.startswith("Test") or cls.name.endswith(("Test", "TestCase")),
+            lambda fn: fn.name.startswith("test"),
+        )
 
     @cached_property
     def _optimizer_methods(self) -> frozenset[int]:
         """Def lines of the functions in a class that subclasses an optimizer
         (``class Lion(torch.optim.Optimizer)``): optimizer code, which trains."""
-        found: set[int] = set()
         if "Optimizer" not in self.source:
-            return frozenset(found)
+            return frozenset()
+        return self._marked_functions(
+            lambda cls: any("Optimizer" in last_part(dotted_name(b) or "") for b in cls.bases)
+        )
+
+    def _marked_functions(
+        self,
+        class_mark: Callable[[ast.ClassDef], bool],
+        function_mark: Callable[[FunctionNode], bool] = lambda fn: False,
+    ) -> frozenset[int]:
+        """Def lines of the functions in a class ``class_mark`` accepts or that
+        ``function_mark`` accepts, and of every function nested in one."""
+        found: set[int] = set()
         stack: list[tuple[ast.AST, bool]] = [(self.tree, False)]
         while stack:
             node, inside = stack.pop()
             for child in child_statements(node):
                 if isinstance(child, ast.ClassDef):
-                    bases = (last_part(dotted_name(b) or "") for b in child.bases)
-                    stack.append((child, inside or any("Optimizer" in b for b in bases)))
+                    stack.append((child, inside or class_mark(child)))
                 elif isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef):
-                    if inside:
+                    marked = inside or function_mark(child)
+                    if marked:
                         found.add(child.lineno)
-                    stack.append((child, inside))
+                    stack.append((child, marked))
                 else:
                     stack.append((child, inside))
         return frozenset(found)
