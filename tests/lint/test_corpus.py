@@ -2392,6 +2392,20 @@ HAND_WRITTEN = [
         (8, "NZ101"),
     ),
     case(
+        "error_if_nonfinite=False in an fp16 loss-scaling optimizer's config is loss scaling",
+        """\
+        optim_wrapper = dict(
+            type=AmpOptimWrapper,
+            optimizer=dict(type=AdamW, lr=2e-4),
+            clip_grad=dict(max_norm=1, error_if_nonfinite=False),
+            loss_scale="dynamic",
+            dtype="float16",
+        )
+        plain = dict(type=OptimWrapper, clip_grad=dict(max_norm=1, error_if_nonfinite=False))
+        """,
+        (8, "NZ404"),
+    ),
+    case(
         "a mode search that keeps its last point: one finding for one site",
         """\
         import torch

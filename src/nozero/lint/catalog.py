@@ -482,7 +482,10 @@ Leave `should_skip_update_fn` unset and check every step (`nozero.check_finite`)
 ## What it flags
 `torch.nn.utils.clip_grad_norm_(..., error_if_nonfinite=False)`, and the same setting in
 a configuration dict (`{"error_if_nonfinite": False}`, `dict(error_if_nonfinite=False)`)
-or on a config object.
+or on a config object. In the config of an fp16 loss-scaling optimizer
+(`dict(type="AmpOptimWrapper", loss_scale="dynamic", clip_grad=dict(...))`) the scaler
+expects an infinite norm on overflow and skips that step itself: that is dynamic loss
+scaling, the opt-in NZ406's concern, and not flagged here.
 
 ## Why it is harmful
 With a NaN or Inf total norm, clipping multiplies every gradient by a non-finite factor

@@ -188,6 +188,11 @@ class ClipGradNormNonFiniteOff(_SwitchOff):
     code = "NZ404"
     keyword = vocab.NONFINITE_KEYWORD
     bad_value = _FALSE
+
+    def _report_if_bad(self, node: cst.CSTNode, value: cst.BaseExpression, ctx: Context) -> None:
+        if not _in_loss_scaling_config(ctx):
+            super()._report_if_bad(node, value, ctx)
+
     VALID = [
         Example("""\
             import torch
@@ -195,6 +200,13 @@ class ClipGradNormNonFiniteOff(_SwitchOff):
             """),
         Example("""\
             config = {'error_if_nonfinite': True}
+            """),
+        Example("""\
+            optim_wrapper = dict(
+                type="AmpOptimWrapper",
+                loss_scale="dynamic",
+                clip_grad=dict(max_norm=5.0, error_if_nonfinite=False),
+            )
             """),
     ]
     INVALID = [
@@ -218,6 +230,21 @@ class ClipGradNormNonFiniteOff(_SwitchOff):
             line=1,
         ),
     ]
+
+
+def _in_loss_scaling_config(ctx: Context) -> bool:
+    """Is the setting part of an fp16 loss-scaling optimizer's config
+    (``dict(type="AmpOptimWrapper", loss_scale="dynamic", clip_grad=dict(...))``)? The
+    scaler expects an infinite norm on overflow and skips that step itself: dynamic loss
+    scaling is the opt-in rule's (NZ406)."""
+    for node in ctx.ancestors:
+        if not isinstance(node, cst.Call):
+            continue
+        for arg in node.args:
+            name = arg.keyword.value if arg.keyword else ""
+            if name == "loss_scale" or (name == "type" and "Amp" in ctx.code(arg.value)):
+                return True
+    return False
 
 
 class LoggingNanInfFilter(_SwitchOff):
