@@ -2150,6 +2150,20 @@ HAND_WRITTEN = [
         """,
     ),
     case(
+        "G in a tensor's shape is the number of groups",
+        """\
+        import torch
+        def naive_attention(q, k, v, mask):
+            B, T, HQ, D = q.shape
+            G = HQ // k.shape[2]
+            q = q.float().reshape(B, T, k.shape[2], G, D)
+            s = torch.einsum("bqhgd,bkhd->bhgqk", q, k).masked_fill(mask, float("-inf"))
+            m = s.amax(dim=-1, keepdim=True)
+            m = torch.where(torch.isneginf(m), torch.zeros_like(m), m)
+            return torch.einsum("bhgqk,bkhd->bqhgd", (s - m).exp(), v)
+        """,
+    ),
+    case(
         "g among gradients is a gradient",
         """\
         import jax

@@ -628,4 +628,6 @@ def is_signal_name(identifier: str) -> bool:
     words = name_words(identifier)
     if words[:1] == ["from"]:
         return False  # ``Dataset.from_parameters(...)``: a constructor
+    if lowered in AMBIGUOUS_SIGNAL_NAMES and identifier != lowered:
+        return False  # ``B, T, H, G, D = q.shape``: a size
     return lowered in SIGNAL_NAMES or any(w in SIGNAL_WORDS for w in words)
