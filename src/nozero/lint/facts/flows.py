@@ -541,6 +541,8 @@ class Flows:
         bad_branch: list[ast.stmt],
         good_branch: list[ast.stmt],
     ) -> None:
+        """The reaction to a finiteness test ``stmt``: its bad branch's first one, a step
+        taken only when the values are finite, or only the finite terms gathered."""
         route = found[0]
         reacted = bool(bad_branch) and self._react(unit, bad_branch, found, tested, loops, stmt)
         if (
@@ -858,10 +860,10 @@ class Flows:
             elif isinstance(node, ast.IfExp):
                 found = _strong(self.flag_of(unit, node.test, extra))
                 branches = (node.body, node.orelse)
-                # a constant is NZ103's; None is no old state: it marks the value missing,
-                # and anything that computes with it fails loudly
                 if found and _passes_through(found, node.test, node.body, node.orelse):
                     continue
+                # a constant is NZ103's; None is no old state: it marks the value missing,
+                # and anything that computes with it fails loudly
                 if found and not any(self.facts.is_constant(b) or _none(b) for b in branches):
                     if self._signal(unit, node.body, extra) or self._signal(
                         unit, node.orelse, extra
