@@ -549,16 +549,17 @@ class FileFacts:
         """Does the function on line ``key`` (or one around it, or its optimizer class)
         handle gradients: a name or call that says so? Only there is ``g`` a gradient;
         elsewhere it is a graph or a random generator."""
-        while True:
+        memo = ("gradients", str(key))
+        if memo not in self._helper_memo:
             entry = self._functions.get(key)
             root: ast.AST = entry[0] if entry else self.tree
-            if key in self._optimizer_methods or any(
-                _names_gradients(node) for node in self.nodes(root)
-            ):
-                return True
-            if not entry or entry[1] is None:
-                return False
-            key = entry[1].lineno
+            enclosing = entry[1] if entry else None
+            self._helper_memo[memo] = (
+                key in self._optimizer_methods
+                or any(_names_gradients(node) for node in self.nodes(root))
+                or (enclosing is not None and self._sees_gradients(enclosing.lineno))
+            )
+        return self._helper_memo[memo]
 
     def _propagate(self, bindings: list[tuple[set[str], ast.expr]], scope: Scope) -> None:
         """Grow ``scope`` through its bindings until nothing new is learned."""
@@ -1033,15 +1034,17 @@ class FileFacts:
             name = node.id if isinstance(node, ast.Name) else node.attr
             words = set(vocab.name_words(name.lower()))
             return bool(words & _NONFINITE_WORDS) and words <= _NONFINITE_WORDS | _SIGN_WORDS
-        if isinstance(node, ast.Call) and node.args:
-            if self.called(node.func) == "float" and isinstance(node.args[0], ast.Constant):
-                text = str(node.args[0].value).lower().lstrip("+-")
-                return text in ("nan", "inf", "infinity")
-            words = set(vocab.name_words(self.called(node.func)))
-            if words & _CONVERSION_WORDS or self.called(node.func) in vocab.CONSTANT_CONVERSIONS:
-                return self.is_nonfinite_constant(node.args[0])  # ``numpy_dtype(-np.inf)``
-            if self.called(node.func) in ("full", "full_like") and len(node.args) > 1:
-                return self.is_nonfinite_constant(node.args[1])
+        if not (isinstance(node, ast.Call) and node.args):
+            return False
+        called = self.called(node.func)
+        if called == "float" and isinstance(node.args[0], ast.Constant):
+            return str(node.args[0].value).lower().lstrip("+-") in ("nan", "inf", "infinity")
+        if called in ("full", "full_like"):
+            return len(node.args) > 1 and self.is_nonfinite_constant(node.args[1])
+        if _CONVERSION_WORDS.intersection(vocab.name_words(called)) or (
+            called in vocab.CONSTANT_CONVERSIONS
+        ):
+            return self.is_nonfinite_constant(node.args[0])  # ``numpy_dtype(-np.inf)``
         return False
 
     def only_checks(self, key: int, name: str) -> bool:

@@ -25,15 +25,13 @@ _HOOKS = frozenset(
 def is_finite_constant(node: cst.BaseExpression, ctx: Context) -> bool:
     """A literal number or a constant fill (zeros, ones): a finite stand-in, which hides
     the NaN or Inf it replaces (``jnp.inf`` in place of NaN hides nothing)."""
-    expr, _ = ctx.facts.parse_expression(ctx.code(node))
-    return ctx.facts.is_finite_constant(expr)
+    return ctx.facts.is_finite_constant(ctx.facts.parse_expression(ctx.code(node))[0])
 
 
 def is_nonfinite_constant(node: cst.BaseExpression | None, ctx: Context) -> bool:
-    if node is None:
-        return False
-    expr, _ = ctx.facts.parse_expression(ctx.code(node))
-    return ctx.facts.is_nonfinite_constant(expr)
+    return node is not None and ctx.facts.is_nonfinite_constant(
+        ctx.facts.parse_expression(ctx.code(node))[0]
+    )
 
 
 def _argument(call: cst.Call, position: int, *keywords: str) -> cst.BaseExpression | None:
