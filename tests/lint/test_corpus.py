@@ -390,6 +390,32 @@ HAND_WRITTEN = [
         """,
         every_rule=[(8, "NZ406")],
     ),
+    *opt_in_or_not(
+        "apex amp.scale_loss (its patched step skips on overflow)",
+        """\
+        from apex import amp
+        def train(model, optimizer, loader):
+            model, optimizer = amp.initialize(model, optimizer, opt_level="O1")
+            for batch in loader:
+                loss = model(batch)
+                with amp.scale_loss(loss, optimizer) as scaled_loss:
+                    scaled_loss.backward()
+                optimizer.step()
+        """,
+        every_rule=[(6, "NZ406")],
+    ),
+    *opt_in_or_not(
+        "a scale_loss that is not apex's (a wrapper scaling by a constant)",
+        """\
+        class Wrapper:
+            def scale_loss(self, loss):
+                return loss * self.factor
+            def update(self, loss):
+                loss = self.scale_loss(loss)
+                loss.backward()
+                self.optimizer.step()
+        """,
+    ),
     # ---- TF / Keras -----------------------------------------------------------------
     case(
         "keras train_step returns early",

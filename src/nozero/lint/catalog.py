@@ -544,10 +544,11 @@ scale is adjusted (`cur_scale /= factor`, `self._update_scale(overflow)`,
 that implements scaling (a scaler class or subclass, or one that moves the scale in
 another method). A trainer class that merely holds a `GradScaler` is not one: its own
 code that zeroes NaN gradients is reported by the default rules. Also a `GradScaler`'s
-`step`, which skips by itself, and a non-finite gradient norm replaced by a marker
-(`-1`) that the overflow check reads. A flag's name alone (`found_inf`, `overflow`) is
-not loss scaling: without a scaler the skip is clear zero-and-continue, reported by the
-default rules (NZ201, ...).
+`step` and apex's `amp.scale_loss` (whose patched `optimizer.step` is skipped when the
+scaled gradients overflow), which skip by themselves, and a non-finite gradient norm
+replaced by a marker (`-1`) that the overflow check reads. A flag's name alone
+(`found_inf`, `overflow`) is not loss scaling: without a scaler the skip is clear
+zero-and-continue, reported by the default rules (NZ201, ...).
 
 ## Why it is harmful
 Skipping an overflowed step is how fp16 loss scaling works, so this is not an error by

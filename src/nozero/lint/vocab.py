@@ -123,6 +123,8 @@ GOOD_FLAG_NAMES = frozenset({"is_fin", "is_finite", "all_finite", "grads_finite"
 CTC_KEYWORD = "zero_infinity"  # torch CTCLoss
 # Words common in comments and strings: the file-level screen accepts them only where
 # code binds or reads a flag (``overflow = ...``, ``x.overflow``, ``except OverflowError``).
+# apex's ``amp.scale_loss``: its patched ``optimizer.step`` skips the step on overflow.
+APEX_SCALE_LOSS = "scale_loss"
 COMMON_FLOW_WORDS = frozenset({"overflow", "finite", "OverflowError"})
 FLAG_TEXT = re.compile(
     r"\.overflow\b|\b(?:overflow|finite)\b[\s)\],]*=(?!=)|except\b[^\n:]*\bOverflowError\b"
@@ -138,6 +140,7 @@ FLOW_WORDS = frozenset(
     | BAD_FLAG_NAMES
     | GOOD_FLAG_NAMES
     | {"OverflowError", CTC_KEYWORD, "scaler", "_scaler", "grad_scaler", "loss_scaler"}
+    | {APEX_SCALE_LOSS}
 )
 SCREEN_FLOW_WORDS = FLOW_WORDS - COMMON_FLOW_WORDS
 # Substrings at least one of which every flow word, and FLAG_TEXT's every match, holds:
@@ -157,6 +160,7 @@ FLOW_CORES = (
     "is_fin",
     CTC_KEYWORD,
     "scaler",
+    APEX_SCALE_LOSS,
 )
 assert all(any(core in word for core in FLOW_CORES) for word in FLOW_WORDS)
 

@@ -56,9 +56,12 @@ WHAT = {
     "keep": "the old state is kept here",
     "sentinel": "the value is replaced by a marker for the overflow check here",
     "scaler_step": "the scaler skips this step when the gradients overflow",
+    "apex_scale": "apex skips the optimizer step when the scaled gradients overflow",
     "clamp": "the activations are clamped into the finite range here",
 }
-_FORCED_SCALING = frozenset({"sentinel", "scaler_step"})
+_FORCED_SCALING = frozenset({"sentinel", "scaler_step", "apex_scale"})
+# Reactions that are a scaler's call, not a test: their route names the call.
+_SCALER_CALLS = frozenset({"scaler_step", "apex_scale"})
 _CLAMPS = frozenset({"clamp", "clamp_", "clip", "clip_by_value", "nan_to_num", "where"})
 
 
@@ -92,6 +95,8 @@ class Reaction:
         what = WHAT[self.kind]
         if route.flag:
             return f"{route.flag} set at line {route.line} from {route.origin}; {what}"
+        if self.kind in _SCALER_CALLS:
+            return f"{route.origin}: {what}"
         if route.line != self.line:
             return f"{route.origin} tested at line {route.line}; {what}"
         return f"{route.origin} tested; {what}"
@@ -839,6 +844,11 @@ class Flows:
                     if "scaler" in vocab.name_words(owner.rsplit(".", 1)[-1]):
                         route = Route(node.lineno, f"{owner}.step()", None, True)
                         self._add(unit, "scaler_step", stmt, route)
+                if called == vocab.APEX_SCALE_LOSS and self._from_apex(node.func):
+                    # the patched ``optimizer.step`` skips the step when this overflows
+                    shown = dotted_name(node.func) or vocab.APEX_SCALE_LOSS
+                    route = Route(node.lineno, f"{shown}()", None, True)
+                    self._add(unit, "apex_scale", stmt, route)
                 if called in vocab.MASKED_FILL and len(node.args) >= 2:
                     found = self.flag_of(unit, node.args[-2], extra)
                     if (
@@ -1204,6 +1214,10 @@ class Flows:
 
     def _called(self, call: ast.Call) -> str:
         return self.facts.called(call.func)
+
+    def _from_apex(self, func: ast.expr) -> bool:
+        """Is ``func`` apex's (``amp.scale_loss`` with ``from apex import amp``)?"""
+        return (self.facts.qualified(func) or "").startswith("apex.")
 
 
 # ---- small syntactic helpers --------------------------------------------------------

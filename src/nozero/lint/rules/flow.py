@@ -313,7 +313,17 @@ class NonFiniteSamplesDropped(FlowRule):
 class DynamicLossScaleSkip(FlowRule):
     code = "NZ406"
     kinds = frozenset(
-        {"skip", "zero", "not_taken", "replace", "drop", "keep", "sentinel", "scaler_step"}
+        {
+            "skip",
+            "zero",
+            "not_taken",
+            "replace",
+            "drop",
+            "keep",
+            "sentinel",
+            "scaler_step",
+            "apex_scale",
+        }
     )
     scaling = True
     VALID = [
@@ -381,6 +391,16 @@ class DynamicLossScaleSkip(FlowRule):
                     self.zero_grad()
             """,
             line=6,
+        ),
+        Example(
+            """\
+            from apex import amp
+            for batch in loader:
+                with amp.scale_loss(model(batch), optimizer) as scaled_loss:
+                    scaled_loss.backward()
+                optimizer.step()
+            """,
+            line=3,
         ),
         Example(
             """\
