@@ -50,6 +50,56 @@ def opt_in_or_not(
 HAND_WRITTEN = [
     # ---- torch: the decision goes through a flag ------------------------------------
     case(
+        "a callback marks the update to be skipped for the framework's loop",
+        """\
+        import torch
+        class SkipNanLoss(Callback):
+            def after_backward(self, loss, **kwargs):
+                if torch.isnan(loss):
+                    self.log.info("NaN loss, skipping the update")
+                    self.skip_next_update = True
+        """,
+        (6, "NZ201"),
+    ),
+    case(
+        "a skip mark the class skips on itself: reported once, where it skips",
+        """\
+        import torch
+        class Trainer:
+            def after_backward(self, loss):
+                if not torch.isfinite(loss):
+                    self.skip = True
+            def step(self):
+                if self.skip:
+                    self.skip = False
+                    return
+                self.optimizer.step()
+        """,
+        (9, "NZ201"),
+    ),
+    case(
+        "a skip mark that raises first is no skip",
+        """\
+        import torch
+        class Trainer:
+            def after_backward(self, loss):
+                if torch.isnan(loss):
+                    self.skip_next_update = True
+                    raise FloatingPointError("NaN loss")
+        """,
+    ),
+    case(
+        "a mark on another object's switch is left to that object (an fp16 optimizer's)",
+        """\
+        import torch
+        class Trainer:
+            def train_step(self, loss):
+                if not torch.isfinite(loss):
+                    self.model.optimizer.skip_step = True
+                self.model.step()
+        """,
+    ),
+    case(
         "torch flag then continue",
         """\
         import torch

@@ -291,9 +291,11 @@ fact from where it is established to where training reacts to it: a test (`isnan
 `.item()`ed flag, `skip = True` set where a test failed), then `continue`, `break`,
 `pass`, a `return` of the old state or of nothing, the optimizer step taken only when
 finite, or the gradients zeroed (`zero_grad()`, `p.grad = None`, `zero_()`, `fill_(0)`,
-a `cond` whose other branch returns zeros). One branch raising does not excuse another
-that goes on. The finding is at the reaction and its message names the route, e.g.
-`bad set at line 12 from isnan(loss); the step is skipped here`.
+a `cond` whose other branch returns zeros), or a mark of its own named for skipping
+(`self.skip_next_update = True`) that another method or a framework's loop skips on. One
+branch raising does not excuse another that goes on. The finding is at the reaction and
+its message names the route, e.g. `bad set at line 12 from isnan(loss); the step is
+skipped here`.
 
 ## Why it is harmful
 Skipping hides the bad step: the data or the bug that produced it is never looked at, and

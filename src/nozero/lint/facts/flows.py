@@ -48,6 +48,7 @@ _MAPPERS = frozenset({"map", "tree_map", "map_structure", "tree_map_with_path"})
 
 WHAT = {
     "skip": "the step is skipped here",
+    "skip_flag": "the step is marked to be skipped here",
     "zero": "the gradients are zeroed here",
     "not_taken": "the optimizer step is only taken when the values are finite",
     "go_on": "nothing stops training here",
@@ -212,6 +213,15 @@ class Flows:
         )
         self._block(module, tree.body, 0, None)
         self._visit_functions(tree, {})
+        self._drop_marks_reacted_to()
+
+    def _drop_marks_reacted_to(self) -> None:
+        """One site, one finding: a skip mark that this file's own code skips on is
+        reported where it skips."""
+        flagged_at = {r.route.line for r in self._reactions.values() if r.route.flag}
+        for key, reaction in list(self._reactions.items()):
+            if reaction.kind == "skip_flag" and reaction.line in flagged_at:
+                del self._reactions[key]
 
     def _interesting(self, unit: _Unit, stmt: ast.stmt) -> bool:
         """Do the statement's lines hold a finiteness word or a flag's name?"""
@@ -718,6 +728,9 @@ class Flows:
                     return None
                 if outcome[0] != "go_on":
                     return outcome
+        marked = _marks_a_skip(branch)
+        if marked is not None:
+            return "skip_flag", marked  # ``self.skip_next_update = True``: others skip on it
         if any(
             isinstance(s, ast.Assign)
             and isinstance(s.value, ast.Constant)
@@ -1380,6 +1393,26 @@ def _statements(tree: ast.AST):
         for child in _child_statements(node):
             yield child
             stack.append(child)
+
+
+def _marks_a_skip(branch: list[ast.stmt]) -> ast.Assign | None:
+    """``self.skip_next_update = True``: an attribute of its own named for skipping, set
+    in the branch, asks the code that reads it (another method, a framework's loop) to
+    skip the step. A local flag is left to the code below it or to the caller it is
+    handed to; another object's switch (``self.critic.optimizer.skip_step = True``, an
+    fp16 optimizer's) to that object."""
+    for stmt in branch:
+        if isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Constant):
+            for target in stmt.targets:
+                key = _key(target) or ""
+                if (
+                    stmt.value.value is True
+                    and key.count(".") == 1
+                    and key.startswith("self.")
+                    and "skip" in vocab.name_words(key.rsplit(".", 1)[-1])
+                ):
+                    return stmt
+    return None
 
 
 def _key(target: ast.expr) -> str | None:

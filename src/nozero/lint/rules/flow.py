@@ -26,7 +26,7 @@ class FlowRule(Rule):
 
 class SkipStepOnNonFinite(FlowRule):
     code = "NZ201"
-    kinds = frozenset({"skip", "zero", "not_taken"})
+    kinds = frozenset({"skip", "skip_flag", "zero", "not_taken"})
     VALID = [
         Example("""\
             import math
@@ -61,6 +61,16 @@ class SkipStepOnNonFinite(FlowRule):
             """),
     ]
     INVALID = [
+        Example(
+            """\
+            import torch
+            class SkipNanLoss(Callback):
+                def after_backward(self, loss):
+                    if torch.isnan(loss):
+                        self.skip_next_update = True
+            """,
+            line=5,
+        ),
         Example(
             """\
             import torch
@@ -315,6 +325,7 @@ class DynamicLossScaleSkip(FlowRule):
     kinds = frozenset(
         {
             "skip",
+            "skip_flag",
             "zero",
             "not_taken",
             "replace",
