@@ -441,6 +441,58 @@ HAND_WRITTEN = [
         every_rule=[(8, "NZ406")],
     ),
     *opt_in_or_not(
+        "jmp dynamic loss scale: old state kept on overflow, the scale adjusted",
+        """\
+        import jmp
+        import optax
+        def train_step(params, opt_state, grads, loss_scale, tx):
+            updates, new_opt_state = tx.update(grads, opt_state)
+            new_params = optax.apply_updates(params, updates)
+            grads_finite = jmp.all_finite(grads)
+            loss_scale = loss_scale.adjust(grads_finite)
+            new_params, new_opt_state = jmp.select_tree(
+                grads_finite, (new_params, new_opt_state), (params, opt_state)
+            )
+            return new_params, new_opt_state, loss_scale
+        """,
+        every_rule=[(8, "NZ406")],
+    ),
+    case(
+        "an optimizer's step that leaves mid-update on a NaN gradient, handing a flag back",
+        """\
+        import torch
+        class SGD(torch.optim.Optimizer):
+            def step(self, closure=None):
+                for group in self.param_groups:
+                    for p in group["params"]:
+                        if True in torch.isnan(p.grad):
+                            return True, None
+                        p.add_(p.grad, alpha=-group["lr"])
+                return False, None
+        """,
+        (7, "NZ201"),
+    ),
+    case(
+        "a loss function returning a constant when the predictions are not finite",
+        """\
+        import tensorflow as tf
+        def safe_dice_loss(y_true, y_pred):
+            if tf.reduce_any(tf.math.is_nan(y_pred)):
+                return tf.constant(1.0)
+            return dice_loss(y_true, y_pred)
+        """,
+        (4, "NZ201"),
+    ),
+    case(
+        "a loss function leaving out samples whose labels are missing (NaN targets)",
+        """\
+        import torch
+        def masked_mse_loss(pred, target):
+            valid = ~torch.isnan(target)
+            return ((pred[valid] - target[valid]) ** 2).mean()
+        """,
+    ),
+    *opt_in_or_not(
         "apex amp.scale_loss (its patched step skips on overflow)",
         """\
         from apex import amp

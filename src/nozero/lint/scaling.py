@@ -47,8 +47,8 @@ SCALE_CALLS = frozenset(
 # Calls that move the scale, made by the scaler's own code (``self._update_scale(...)``).
 _SCALE_UPDATES = frozenset({"_update_scale", "update_scale", "update_loss_scale"})
 # Methods of a loss-scale object (``dynamic_scale.update``, ``loss_scale.assign``) that
-# move the scale or compute gradients through it.
-_SCALE_METHODS = frozenset({"update", "value_and_grad", "grad", "assign", "assign_add"})
+# move the scale or compute gradients through it (jmp's ``loss_scale.adjust(finite)``).
+_SCALE_METHODS = frozenset({"update", "adjust", "value_and_grad", "grad", "assign", "assign_add"})
 # Operands that grow or shrink a scale (``scale * backoff_factor``).
 _FACTOR_WORDS = frozenset({"factor", "backoff", "growth", "multiplier"})
 # What a scaler object does while training (not ``state_dict``: checkpointing it).

@@ -43,7 +43,9 @@ from nozero.lint.scaling import SKIP_REPORTS, scaler_in_lines
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 _LOOPS = (ast.For, ast.AsyncFor, ast.While)
 _BLOCKS = (*BLOCK_STATEMENTS, ast.excepthandler, ast.match_case)
-_SELECT_CALLS = frozenset({"where", "select", "cond", "switch", "tree_where", "select_n"})
+_SELECT_CALLS = frozenset(
+    {"where", "select", "cond", "switch", "tree_where", "select_n", "select_tree"}
+)
 _MAPPERS = frozenset({"map", "tree_map", "map_structure", "tree_map_with_path"})
 
 WHAT = {
@@ -757,9 +759,10 @@ class Flows:
         elements = value.elts if isinstance(value, ast.Tuple) else [value]
         if any(self.flag_of(unit, element) is not None for element in elements):
             # handing the flag back (``return total_norm, ratio, is_finite``): the caller
-            # decides; a skip only when the step it guards is not taken here
+            # decides; a skip only when the step it guards is not taken here, or when the
+            # step itself leaves (an optimizer's ``step`` returning mid-update)
             later = [line for line in unit.updates_after if line > stmt.lineno]
-            return ("skip", stmt) if later else None
+            return ("skip", stmt) if later or _is_step(unit.node) else None
         if isinstance(value, ast.Call):
             return "skip", stmt
         parameters = (
@@ -1131,6 +1134,16 @@ class Flows:
                 if not self._signal(unit, other, extra):
                     route = dataclasses.replace(route, weak=True)
                 return route, isinstance(op, ast.Eq | ast.Is)
+        if (
+            isinstance(op, ast.In | ast.NotIn)
+            and isinstance(left, ast.Constant)
+            and isinstance(left.value, bool)
+        ):  # ``True in torch.isnan(p.grad)``: some element tests true
+            found = self.flag_of(unit, right, extra)
+            if found is None:
+                return None
+            holds = found[1] == left.value
+            return found[0], holds if isinstance(op, ast.In) else not holds
         if isinstance(right, ast.Constant) and right.value is None:
             return None  # ``flag is None`` asks whether it was set, not what it holds
         found = self.flag_of(unit, left, extra)

@@ -588,7 +588,7 @@ class FileFacts:
         fed = self._names_reaching_a_loss(root, bindings)
         if not fed:  # most scopes compute no loss: nothing to follow
             return set()
-        predictions: set[str] = set()
+        predictions = fed & parameter_names(root) if isinstance(root, FunctionNode) else set()
         changed = True
         while changed:
             changed = False
@@ -608,7 +608,8 @@ class FileFacts:
         """Names the scope computes its loss from: arguments of a loss call, values bound
         to a loss, what a loss function returns. A parameter re-bound to a model's output
         (``def forward(self, x): x = nan_to_num(x); x = self.layer(x)``) was first the
-        input, which may be cleaned: parameters are left out."""
+        input, which may be cleaned: parameters are left out, but for a loss function's
+        predictions (``def dice_loss(y_true, y_pred)``), which the model made."""
         sources: list[ast.AST] = [v for names, v in bindings if any(map(vocab.is_loss_name, names))]
         function = root if isinstance(root, ast.FunctionDef | ast.AsyncFunctionDef) else None
         returns_loss = function is not None and vocab.is_loss_name(function.name)
@@ -618,7 +619,12 @@ class FileFacts:
             elif isinstance(node, ast.Return) and node.value is not None and returns_loss:
                 sources.append(node.value)
         fed = set().union(*(_names_in(source) for source in sources))
-        return fed - parameter_names(function) if function else fed
+        if function is None:
+            return fed
+        inputs = parameter_names(function)
+        if returns_loss:
+            inputs = {name for name in inputs if not vocab.is_prediction_name(name)}
+        return fed - inputs
 
     def called(self, func: ast.expr) -> str:
         """The last part of what a call goes to, resolved through the file's imports
