@@ -458,6 +458,21 @@ HAND_WRITTEN = [
         every_rule=[(8, "NZ406")],
     ),
     case(
+        "a GP kernel's length_scale is no loss scale: the skip is the code's own",
+        """\
+        import tensorflow as tf
+        def fit(kernel, optimizer, steps):
+            for _ in range(steps):
+                with tf.GradientTape() as tape:
+                    loss = -gp_log_prob(kernel)
+                grads = tape.gradient(loss, [kernel.length_scale])
+                if all(tf.reduce_all(tf.math.is_finite(g)) for g in grads):
+                    optimizer.apply_gradients(zip(grads, [kernel.length_scale]))
+                kernel.length_scale.assign(tf.maximum(kernel.length_scale, 1e-3))
+        """,
+        (7, "NZ201"),
+    ),
+    case(
         "an optimizer's step that leaves mid-update on a NaN gradient, handing a flag back",
         """\
         import torch

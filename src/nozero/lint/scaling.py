@@ -145,7 +145,7 @@ def _evidence(node: ast.AST) -> bool:
         return (
             isinstance(func, ast.Attribute)
             and called in _SCALE_METHODS
-            and "scale" in _words(func.value)
+            and _names_a_loss_scale(func.value)
         )
     if isinstance(node, ast.AugAssign):
         if isinstance(node.op, ast.Add | ast.Sub):  # ``self.lg_loss_scale -= 1``: a log2 scale
@@ -155,6 +155,16 @@ def _evidence(node: ast.AST) -> bool:
     if isinstance(node, ast.Assign) and len(node.targets) == 1:
         return _scale_adjusted(node.targets[0], node.value)
     return False
+
+
+# Words that make a ``scale`` a loss scale (``loss_scale``, ``dynamic_scale``); a bare
+# ``scale`` counts too. A kernel's ``length_scale`` or a ``noise_scale`` is no loss scale.
+_LOSS_SCALE_WORDS = frozenset({"loss", "cur", "dynamic", "grad", "lg", "log2", "fp16", "amp"})
+
+
+def _names_a_loss_scale(node: ast.AST) -> bool:
+    words = _words(node)
+    return words == ["scale"] or ("scale" in words and bool(_LOSS_SCALE_WORDS & set(words)))
 
 
 def _scale_stepped(target: ast.expr, by: ast.expr) -> bool:
