@@ -458,6 +458,52 @@ HAND_WRITTEN = [
         every_rule=[(8, "NZ406")],
     ),
     case(
+        "a break out of the training loop itself ends the run",
+        """\
+        import tensorflow as tf
+        def main(args):
+            for batch in dataset.take(args.iters):
+                with tf.GradientTape() as tape:
+                    loss = model.loss(batch)
+                if tf.math.is_nan(loss):
+                    print("Loss was NaN, stopping!")
+                    break
+                grads = tape.gradient(loss, model.trainable_variables)
+                optimizer.apply_gradients(zip(grads, model.trainable_variables))
+        """,
+    ),
+    case(
+        "a break out of one epoch's loop: the next epoch trains on",
+        """\
+        import torch
+        def train(model, loader, optimizer, epoch):
+            for batch in loader:
+                loss = model(batch)
+                if torch.isnan(loss):
+                    break
+                loss.backward()
+                optimizer.step()
+        """,
+        (6, "NZ201"),
+    ),
+    case(
+        "a break out of a loop that a loop in the same file calls again",
+        """\
+        import torch
+        def fit_once(model, loader, optimizer):
+            for batch in loader:
+                loss = model(batch)
+                if torch.isnan(loss):
+                    break
+                loss.backward()
+                optimizer.step()
+        def main():
+            for _ in range(10):
+                fit_once(model, loader, optimizer)
+        """,
+        (6, "NZ201"),
+    ),
+    case(
         "a GP kernel's length_scale is no loss scale: the skip is the code's own",
         """\
         import tensorflow as tf
@@ -2595,7 +2641,6 @@ TESTS = {
 }
 REACTIONS = {
     "continue": ("continue", "NZ201"),
-    "break": ("break", "NZ201"),
     "zero_grad": ("optimizer.zero_grad()", "NZ201"),
     "pass": ("pass", "NZ201"),
     "log only": ("logger.warning('non-finite loss')", "NZ202"),
@@ -2605,6 +2650,9 @@ SAFE = {
     "raise": "raise FloatingPointError('non-finite loss')",
     "check_finite": "check_finite(loss=loss, grad_norm=0.0, step=step)",
     "exit": "sys.exit(3)",
+    # leaving the training loop itself ends the run (``_epochs`` below: a break that
+    # leaves one epoch's loop is a skip)
+    "break out of the training loop": "break",
 }
 
 
@@ -2620,19 +2668,33 @@ def _loop(test: str, body: str) -> str:
     )
 
 
-GENERATED = [
-    Case(
-        f"{test_name} then {reaction_name}",
-        _loop(test, body),
-        ((7 if code == "NZ202" else 8, code),),
-    )
-    for (test_name, test), (reaction_name, (body, code)) in itertools.product(
-        TESTS.items(), REACTIONS.items()
-    )
-] + [
-    Case(f"{test_name} then {safe_name}", _loop(test, body))
-    for (test_name, test), (safe_name, body) in itertools.product(TESTS.items(), SAFE.items())
-]
+def _epochs(test: str, body: str) -> str:
+    """``_loop`` inside a loop over epochs."""
+    inner = _loop(test, body).split("for step", 1)[1]
+    head = "import math\nimport sys\nimport torch\nfrom nozero import check_finite\n"
+    return head + "for epoch in range(3):\n" + textwrap.indent("for step" + inner, "    ")
+
+
+GENERATED = (
+    [
+        Case(
+            f"{test_name} then {reaction_name}",
+            _loop(test, body),
+            ((7 if code == "NZ202" else 8, code),),
+        )
+        for (test_name, test), (reaction_name, (body, code)) in itertools.product(
+            TESTS.items(), REACTIONS.items()
+        )
+    ]
+    + [
+        Case(f"{test_name} then break out of one epoch", _epochs(test, "break"), ((9, "NZ201"),))
+        for test_name, test in TESTS.items()
+    ]
+    + [
+        Case(f"{test_name} then {safe_name}", _loop(test, body))
+        for (test_name, test), (safe_name, body) in itertools.product(TESTS.items(), SAFE.items())
+    ]
+)
 
 # The same predicate shapes on input data, metrics and plots: nothing to report.
 NOT_SIGNAL = {

@@ -62,6 +62,8 @@ WHAT = {
     "apex_scale": "apex skips the optimizer step when the scaled gradients overflow",
     "clamp": "the activations are clamped into the finite range here",
 }
+# Words of a function that runs one round of a longer training run.
+_ROUND_WORDS = frozenset({"epoch", "epochs", "round", "rounds", "episode", "episodes"})
 _FORCED_SCALING = frozenset({"sentinel", "scaler_step", "apex_scale"})
 # Reactions that are a scaler's call, not a test: their route names the call.
 _SCALER_CALLS = frozenset({"scaler_step", "apex_scale"})
@@ -662,6 +664,39 @@ class Flows:
                 return True
         return False
 
+    def _ends_training(self, unit: _Unit, brk: ast.Break) -> bool:
+        """Does ``brk`` leave the training loop itself, for good: the one loop around it
+        steps below the break, nothing steps after that loop, and the function is not one
+        round (an epoch) of a longer run? Training stops there, as it would on a raise."""
+        fn = unit.node
+        around = [
+            n for n in self.facts.nodes(fn) if isinstance(n, _LOOPS) and _within(n, brk.lineno)
+        ]
+        if len(around) != 1:
+            return False  # an inner loop: the loop around it goes on
+        loop = around[0]
+        steps = self._steps(fn)
+        if not any(_within(loop, line) and line > brk.lineno for line in steps):
+            return False
+        if any(line > (loop.end_lineno or loop.lineno) for line in steps):
+            return False
+        return not self._one_round(fn)
+
+    def _one_round(self, fn: ast.AST) -> bool:
+        """Is ``fn`` one round of a longer run: named or given an epoch (``train_epoch``,
+        ``def train(model, loader, epoch)``), or called in a loop in this file?"""
+        if not isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
+            return False
+        words = {w for name in {fn.name, *parameter_names(fn)} for w in vocab.name_words(name)}
+        if words & _ROUND_WORDS:
+            return True
+        for loop in ast.walk(self.facts.tree):
+            if isinstance(loop, _LOOPS):
+                for node in ast.walk(loop):
+                    if isinstance(node, ast.Call) and self.facts.helper_name(node.func) == fn.name:
+                        return True
+        return False
+
     def _raises(self, stmt: ast.stmt) -> bool:
         """``raise ...``, or a call that raises (``sys.exit``, a same-file raising helper)."""
         if isinstance(stmt, ast.Raise):
@@ -706,6 +741,8 @@ class Flows:
                 return None  # ``valid = False; break``: the search ends, the flag decides
             if isinstance(stmt, ast.Break) and self._raised_after(unit, branch, stmt):
                 return None  # ``error = "loss is nan"; break`` ... ``raise RuntimeError(error)``
+            if isinstance(stmt, ast.Break) and loops and self._ends_training(unit, stmt):
+                return None  # ``print("NaN loss, stopping"); break``: the run is over
             if isinstance(stmt, ast.Continue | ast.Break) and loops:
                 return "skip", stmt
             if isinstance(stmt, ast.Pass) and len(branch) == 1 and (loops or unit.updates_after):
