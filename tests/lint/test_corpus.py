@@ -458,6 +458,36 @@ HAND_WRITTEN = [
         every_rule=[(8, "NZ406")],
     ),
     case(
+        "a JAX validation pass (no no_grad there) leaving NaN batch losses out of its average",
+        """\
+        import jax
+        import numpy as np
+        def _val(loss_func, params, dataset):
+            losses = [loss_func(params, batch) for batch in dataset]
+            losses_np = np.array(losses)
+            losses_np = losses_np[~np.isnan(losses_np)]
+            return float(np.mean(losses_np))
+        """,
+    ),
+    case(
+        "a function named for evaluation that also updates is code that trains",
+        """\
+        import jax
+        import jax.numpy as jnp
+        def _value_and_grad(fn, x):
+            return jax.value_and_grad(fn)(x)
+        def eval_and_stable_update(self, fn, state):
+            out, grads = _value_and_grad(fn, x=self.get_params(state))
+            return jax.lax.cond(
+                jnp.isfinite(out),
+                lambda _: (out, self.update(grads, state)),
+                lambda _: (jnp.nan, state),
+                None,
+            )
+        """,
+        (7, "NZ410"),
+    ),
+    case(
         "a break out of the training loop itself ends the run",
         """\
         import tensorflow as tf

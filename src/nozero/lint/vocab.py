@@ -452,6 +452,29 @@ OBSERVING_MARKERS = frozenset(
     }
 )
 # Calls that compute gradients or change parameters, besides UPDATE_CALLS.
+# Words of a function named for evaluation (``validate``, ``eval_step``, ``_val``). A
+# name alone never exempts code that steps or computes gradients (``train_and_evaluate``
+# trains); it marks an evaluation that runs without ``no_grad`` (JAX has none).
+EVALUATION_NAME_WORDS = frozenset(
+    {"eval", "evaluate", "evaluation", "evaluating", "validate", "validation", "validating"}
+)
+# ... and ``val`` as a name's first word (``val_step``, ``_val``; ``clip_val`` clips a value).
+EVALUATION_FIRST_WORDS = frozenset({"val"})
+
+
+# ... unless the name also says it trains (numpyro's ``eval_and_stable_update``).
+_TRAINING_NAME_WORDS = frozenset({"update", "updates", "train", "training", "fit", "optimize"})
+
+
+def names_evaluation(name: str) -> bool:
+    words = name_words(name)
+    if _TRAINING_NAME_WORDS.intersection(words):
+        return False
+    return bool(EVALUATION_NAME_WORDS.intersection(words)) or (
+        bool(words) and words[0] in EVALUATION_FIRST_WORDS
+    )
+
+
 TRAINING_CALLS = frozenset(
     {
         "grad",

@@ -362,7 +362,11 @@ class FileFacts:
                 or vocab.is_loss_name(fn.name)
                 or fn.lineno in self._optimizer_methods
             )
-            marked = bool(called & vocab.OBSERVING_MARKERS) or bool(curvature)
+            marked = (
+                bool(called & vocab.OBSERVING_MARKERS)
+                or bool(curvature)
+                or vocab.names_evaluation(fn.name)
+            )
             self._helper_memo[key] = not trains and marked
         return self._helper_memo[key]
 
