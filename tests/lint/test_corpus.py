@@ -488,6 +488,32 @@ HAND_WRITTEN = [
         (7, "NZ410"),
     ),
     case(
+        "a loss cleaned only when there is nothing to average (an empty mask's 0/0)",
+        """\
+        import torch
+        def masked_loss(pred, data, loss_function):
+            mask = ~torch.isnan(data)
+            loss = loss_function(data[mask], pred[mask])
+            if data[mask].numel() == 0:
+                loss = torch.nan_to_num(loss, 0)
+            if not mask.any():
+                loss = torch.where(torch.isnan(loss), torch.zeros_like(loss), loss)
+            return loss
+        """,
+    ),
+    case(
+        "a loss cleaned whenever there is something to average",
+        """\
+        import torch
+        def masked_loss(pred, data, loss_function, n_valid):
+            loss = loss_function(data, pred)
+            if n_valid > 0:
+                loss = torch.nan_to_num(loss, 0)
+            return loss
+        """,
+        (5, "NZ101"),
+    ),
+    case(
         "a break out of the training loop itself ends the run",
         """\
         import tensorflow as tf

@@ -34,6 +34,64 @@ def is_nonfinite_constant(node: cst.BaseExpression | None, ctx: Context) -> bool
     )
 
 
+def _report(ctx: Context, node: cst.CSTNode, rule: Rule, detail: str = "") -> None:
+    """Report ``node`` unless it only runs when there is nothing to average: a NaN from
+    an empty reduction's 0/0 is replaced there, and a real one elsewhere still shows."""
+    if not _guards_an_empty_reduction(node, ctx):
+        ctx.report(node, rule, detail)
+
+
+# What counts elements (``mask.sum()``, ``len(x)``, ``x.shape[0]``, ``n_valid``).
+_COUNTING_CALLS = frozenset({"numel", "nelement", "len", "count_nonzero", "sum", "size", "nnz"})
+_COUNT_WORDS = frozenset({"count", "num", "n", "numel", "total", "size", "length"})
+
+
+def _guards_an_empty_reduction(node: cst.CSTNode, ctx: Context) -> bool:
+    """Is ``node`` in the body of an ``if`` that tests for no elements
+    (``if data_masked.numel() == 0:``, ``if not mask.any():``, ``if n_valid == 0:``)?"""
+    path = [*ctx.ancestors, node]
+    for index in range(len(path) - 2, -1, -1):
+        ancestor = path[index]
+        if isinstance(ancestor, cst.FunctionDef | cst.Lambda):
+            return False
+        if isinstance(ancestor, cst.If) and path[index + 1] is ancestor.body:
+            test, _ = ctx.facts.parse_expression(ctx.code(ancestor.test))
+            if _tests_for_no_elements(test, ctx):
+                return True
+    return False
+
+
+def _tests_for_no_elements(test: ast.expr, ctx: Context) -> bool:
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        operand = test.operand
+        return _counts(operand, ctx) or (
+            isinstance(operand, ast.Call) and ctx.facts.called(operand.func) == "any"
+        )
+    if isinstance(test, ast.Compare) and len(test.ops) == 1:
+        op, left, right = test.ops[0], test.left, test.comparators[0]
+        for counted, bound in ((left, right), (right, left)):
+            if (
+                isinstance(bound, ast.Constant)
+                and type(bound.value) is int
+                and _counts(counted, ctx)
+            ):
+                zero = isinstance(op, ast.Eq | ast.LtE) and bound.value == 0
+                return zero or (isinstance(op, ast.Lt) and bound.value == 1 and counted is left)
+    return False
+
+
+def _counts(expr: ast.expr, ctx: Context) -> bool:
+    if isinstance(expr, ast.Call):
+        return ctx.facts.called(expr.func) in _COUNTING_CALLS
+    if isinstance(expr, ast.Subscript):
+        return isinstance(expr.value, ast.Attribute) and expr.value.attr == "shape"
+    if isinstance(expr, ast.Attribute):
+        return expr.attr == "size"
+    if isinstance(expr, ast.Name):
+        return bool(_COUNT_WORDS.intersection(vocab.name_words(expr.id)))
+    return False
+
+
 def _argument(call: cst.Call, position: int, *keywords: str) -> cst.BaseExpression | None:
     for arg in call.args:
         if arg.keyword is not None and arg.keyword.value in keywords:
@@ -186,7 +244,7 @@ class NanToNumOnSignal(Rule):
             names = {name for _, name in cleaned}
             handed += [a.value for a in node.args if a.keyword and a.keyword.value in names]
             if any(ctx.is_signal(value) for value in handed):
-                ctx.report(node, self, f"through {helper}()")
+                _report(ctx, node, self, f"through {helper}()")
             return
         if ctx.called(node) not in vocab.SANITIZERS:
             return
@@ -202,7 +260,7 @@ class NanToNumOnSignal(Rule):
         if any(ctx.is_signal(s) for s in subjects) and not (
             _only_checked(node, ctx) or _made_a_number(node, ctx)
         ):
-            ctx.report(node, self)
+            _report(ctx, node, self)
 
 
 def _made_a_number(node: cst.Call, ctx: Context) -> bool:
@@ -300,7 +358,7 @@ class NanToNumMapped(Rule):
         if not _is_sanitizer_value(node.args[0].value, ctx):
             return
         if called in _HOOKS or any(ctx.is_signal(a.value) for a in node.args[1:]):
-            ctx.report(node, self)
+            _report(ctx, node, self)
 
 
 class WhereSubstitutes(Rule):
@@ -378,7 +436,7 @@ class WhereSubstitutes(Rule):
         if (is_finite_constant(node.body, ctx) or is_finite_constant(node.orelse, ctx)) and (
             ctx.is_nonfinite_test(node.test)
         ):
-            ctx.report(node, self)
+            _report(ctx, node, self)
 
     def visit_Call(self, node: cst.Call, ctx: Context) -> None:
         if ctx.called(node) != "where" or ctx.facts.mentions_scaling(ctx.scope_key):
@@ -392,7 +450,7 @@ class WhereSubstitutes(Rule):
         if any(is_finite_constant(b, ctx) for b in branches if b) and (
             ctx.is_nonfinite_test(condition)
         ):
-            ctx.report(node, self)
+            _report(ctx, node, self)
 
 
 def _counts_into(node: cst.CSTNode, ctx: Context) -> bool:
@@ -445,7 +503,7 @@ class MaskedFillNonFinite(Rule):
         if is_nonfinite_constant(value, ctx):
             return  # ``masked_fill(isnan(x), float("-inf"))``: still not finite
         if mask is not None and ctx.is_nonfinite_test(mask):
-            ctx.report(node, self)
+            _report(ctx, node, self)
 
 
 class MaskedAssignment(Rule):
@@ -505,7 +563,7 @@ class MaskedAssignment(Rule):
             return  # ``x[isnan(x)] = -inf``: still not finite
         for target in node.targets:
             if isinstance(target.target, cst.Subscript) and self._masked(target.target, ctx):
-                ctx.report(node, self)
+                _report(ctx, node, self)
                 return
 
     def visit_Call(self, node: cst.Call, ctx: Context) -> None:
@@ -517,7 +575,7 @@ class MaskedAssignment(Rule):
             and self._masked(node.func.value, ctx)
             and not is_nonfinite_constant(_argument(node, 0, "values"), ctx)
         ):
-            ctx.report(node, self)
+            _report(ctx, node, self)
 
     @staticmethod
     def _masked(subscript: cst.Subscript, ctx: Context) -> bool:
