@@ -529,6 +529,20 @@ HAND_WRITTEN = [
         """,
     ),
     case(
+        "an unroll that ends on a non-finite loss and hands that loss to its caller",
+        """\
+        import tensorflow as tf
+        def unroll(self, state, batches):
+            loss = 0.0
+            for batch in batches:
+                objective, state = self._inner_step(state, batch)
+                loss += objective
+                if not tf.math.is_finite(loss):
+                    break
+            return loss, state
+        """,
+    ),
+    case(
         "a break out of one epoch's loop: the next epoch trains on",
         """\
         import torch

@@ -669,18 +669,37 @@ class Flows:
         steps below the break, nothing steps after that loop, and the function is not one
         round (an epoch) of a longer run? Training stops there, as it would on a raise."""
         fn = unit.node
-        around = [
-            n for n in self.facts.nodes(fn) if isinstance(n, _LOOPS) and _within(n, brk.lineno)
-        ]
-        if len(around) != 1:
+        loop = self._only_loop_around(fn, brk)
+        if loop is None:
             return False  # an inner loop: the loop around it goes on
-        loop = around[0]
         steps = self._steps(fn)
         if not any(_within(loop, line) and line > brk.lineno for line in steps):
             return False
         if any(line > (loop.end_lineno or loop.lineno) for line in steps):
             return False
         return not self._one_round(fn)
+
+    def _breaks_to_hand_back(self, unit: _Unit, brk: ast.Break, tested: set[str]) -> bool:
+        """Does ``brk`` leave the function's outermost loop for a ``return`` of the tested
+        value (an unroll ending on a non-finite loss hands that loss to its caller)?"""
+        loop = self._only_loop_around(unit.node, brk)
+        if loop is None:
+            return False
+        end = loop.end_lineno or loop.lineno
+        return any(
+            isinstance(node, ast.Return)
+            and node.lineno > end
+            and node.value is not None
+            and bool(_names(node.value) & tested)
+            for node in self.facts.nodes(unit.node)
+        )
+
+    def _only_loop_around(self, fn: ast.AST, brk: ast.Break) -> ast.stmt | None:
+        """The loop ``brk`` leaves, when no other loop of the function is around it."""
+        around = [
+            n for n in self.facts.nodes(fn) if isinstance(n, _LOOPS) and _within(n, brk.lineno)
+        ]
+        return around[0] if len(around) == 1 else None
 
     def _one_round(self, fn: ast.AST) -> bool:
         """Is ``fn`` one round of a longer run: named or given an epoch (``train_epoch``,
@@ -743,6 +762,12 @@ class Flows:
                 return None  # ``error = "loss is nan"; break`` ... ``raise RuntimeError(error)``
             if isinstance(stmt, ast.Break) and loops and self._ends_training(unit, stmt):
                 return None  # ``print("NaN loss, stopping"); break``: the run is over
+            if (
+                isinstance(stmt, ast.Break)
+                and loops
+                and self._breaks_to_hand_back(unit, stmt, tested)
+            ):
+                return None  # ``break`` ... ``return loss``: the caller gets the NaN
             if isinstance(stmt, ast.Continue | ast.Break) and loops:
                 return "skip", stmt
             if isinstance(stmt, ast.Pass) and len(branch) == 1 and (loops or unit.updates_after):
