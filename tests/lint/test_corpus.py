@@ -529,6 +529,23 @@ HAND_WRITTEN = [
         """,
     ),
     case(
+        "a search over the gradients that stops at the first bad one: one finding, at the zeroing",
+        """\
+        import torch
+        class Model(LightningModule):
+            def on_after_backward(self):
+                valid_gradients = True
+                for name, param in self.named_parameters():
+                    if param.grad is not None:
+                        valid_gradients = not torch.isnan(param.grad).any()
+                        if not valid_gradients:
+                            break
+                if not valid_gradients:
+                    self.zero_grad()
+        """,
+        (11, "NZ201"),
+    ),
+    case(
         "an unroll that ends on a non-finite loss and hands that loss to its caller",
         """\
         import tensorflow as tf

@@ -679,6 +679,23 @@ class Flows:
             return False
         return not self._one_round(fn)
 
+    def _decided_later(self, unit: _Unit, brk: ast.Break, tested: set[str]) -> bool:
+        """Does ``brk`` end a search whose tested flag is read after the loop (the check
+        over every gradient stops at the first bad one; the code below decides)?"""
+        around = [
+            n
+            for n in self.facts.nodes(unit.node)
+            if isinstance(n, _LOOPS) and _within(n, brk.lineno)
+        ]
+        if not around:
+            return False
+        loop = max(around, key=lambda n: n.lineno)  # the innermost: the one ``brk`` leaves
+        end = loop.end_lineno or loop.lineno
+        return any(
+            isinstance(node, ast.Name) and node.id in tested and node.lineno > end
+            for node in self.facts.nodes(unit.node)
+        )
+
     def _breaks_to_hand_back(self, unit: _Unit, brk: ast.Break, tested: set[str]) -> bool:
         """Does ``brk`` leave the function's outermost loop for a ``return`` of the tested
         value (an unroll ending on a non-finite loss hands that loss to its caller)?"""
@@ -760,6 +777,8 @@ class Flows:
                 return None  # ``valid = False; break``: the search ends, the flag decides
             if isinstance(stmt, ast.Break) and self._raised_after(unit, branch, stmt):
                 return None  # ``error = "loss is nan"; break`` ... ``raise RuntimeError(error)``
+            if isinstance(stmt, ast.Break) and loops and self._decided_later(unit, stmt, tested):
+                return None  # ``if not valid: break`` ... ``if not valid: zero_grad()``
             if isinstance(stmt, ast.Break) and loops and self._ends_training(unit, stmt):
                 return None  # ``print("NaN loss, stopping"); break``: the run is over
             if (
