@@ -470,6 +470,31 @@ HAND_WRITTEN = [
         """,
     ),
     case(
+        "a Lightning validation_step skipping a NaN batch through the module's shared step",
+        """\
+        class Model(LightningModule):
+            def validation_step(self, batch, batch_idx):
+                loss, logits = self.step(batch)
+                if logits.isnan().any():
+                    return None
+                self.log("loss/val", loss.item())
+            def step(self, batch):
+                logits = self(batch)
+                return self.criterion(logits, batch["y"]), logits
+        """,
+    ),
+    case(
+        "a running total for the logs leaving NaN losses out as numbers",
+        """\
+        import torch
+        for batch in loader:
+            d_loss = critic(batch)
+            d_loss.backward()
+            optimizer.step()
+            total += d_loss.item() if not torch.isnan(d_loss) else 0
+        """,
+    ),
+    case(
         "a function named for evaluation that also updates is code that trains",
         """\
         import jax

@@ -452,11 +452,23 @@ OBSERVING_MARKERS = frozenset(
     }
 )
 # Calls that compute gradients or change parameters, besides UPDATE_CALLS.
-# Words of a function named for evaluation (``validate``, ``eval_step``, ``_val``). A
+# Words of a function named for evaluation (``validate``, ``validation_step``, ``_val``). A
 # name alone never exempts code that steps or computes gradients (``train_and_evaluate``
 # trains); it marks an evaluation that runs without ``no_grad`` (JAX has none).
 EVALUATION_NAME_WORDS = frozenset(
-    {"eval", "evaluate", "evaluation", "evaluating", "validate", "validation", "validating"}
+    {
+        "eval",
+        "evaluate",
+        "evaluation",
+        "evaluating",
+        "validate",
+        "validation",
+        "validating",
+        "test",
+        "testing",
+        "predict",
+        "inference",
+    }
 )
 # ... and ``val`` as a name's first word (``val_step``, ``_val``; ``clip_val`` clips a value).
 EVALUATION_FIRST_WORDS = frozenset({"val"})

@@ -353,20 +353,22 @@ class FileFacts:
                 if n not in curvature and not _updates_a_mapping(n)
             }
             called |= {self.called(d) for d in fn.decorator_list}
+            evaluation = vocab.names_evaluation(fn.name)
+            if evaluation:  # ``validation_step`` calling the module's shared ``self.step``
+                called -= {self.helper_name(n.func) for n in calls} - {None}
             # An optimizer's ``step`` runs under ``no_grad`` as torch's own do: it trains.
             # A loss function trains too: what it returns is backpropagated, whatever it
             # computes under ``no_grad`` (a score-distillation target).
             trains = (
                 called & (vocab.UPDATE_CALLS | vocab.TRAINING_CALLS)
-                or vocab.STEPPING_NAME_WORDS.intersection(vocab.name_words(fn.name))
+                or (
+                    vocab.STEPPING_NAME_WORDS.intersection(vocab.name_words(fn.name))
+                    and not evaluation
+                )
                 or vocab.is_loss_name(fn.name)
                 or fn.lineno in self._optimizer_methods
             )
-            marked = (
-                bool(called & vocab.OBSERVING_MARKERS)
-                or bool(curvature)
-                or vocab.names_evaluation(fn.name)
-            )
+            marked = bool(called & vocab.OBSERVING_MARKERS) or bool(curvature) or evaluation
             self._helper_memo[key] = not trains and marked
         return self._helper_memo[key]
 

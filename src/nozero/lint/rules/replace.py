@@ -263,6 +263,15 @@ class NanToNumOnSignal(Rule):
             _report(ctx, node, self)
 
 
+def _is_plain_number(node: cst.BaseExpression, ctx: Context) -> bool:
+    """``loss.item()``, ``float(loss)``: a Python number, through which no gradient flows."""
+    if not isinstance(node, cst.Call):
+        return False
+    if isinstance(node.func, cst.Attribute):
+        return node.func.attr.value in vocab.TO_NUMBER and not node.args
+    return ctx.called(node) in vocab.TO_NUMBER
+
+
 def _made_a_number(node: cst.Call, ctx: Context) -> bool:
     """Is what ``node`` gives turned into plain numbers on the spot
     (``gathered.nan_to_num(nan=inf).min().item()``, ``float(nan_to_num(loss))``)? A
@@ -432,9 +441,13 @@ class WhereSubstitutes(Rule):
     ]
 
     def visit_IfExp(self, node: cst.IfExp, ctx: Context) -> None:
-        """``loss if math.isfinite(loss) else 0.0``"""
-        if (is_finite_constant(node.body, ctx) or is_finite_constant(node.orelse, ctx)) and (
-            ctx.is_nonfinite_test(node.test)
+        """``loss if math.isfinite(loss) else 0.0``; a number for the logs
+        (``total += loss.item() if not isnan(loss) else 0``) carries no gradient."""
+        branches = (node.body, node.orelse)
+        if (
+            any(is_finite_constant(b, ctx) for b in branches)
+            and not any(_is_plain_number(b, ctx) for b in branches)
+            and ctx.is_nonfinite_test(node.test)
         ):
             _report(ctx, node, self)
 
