@@ -470,6 +470,30 @@ HAND_WRITTEN = [
         """,
     ),
     case(
+        "a loss function that only warns on a NaN loss and hands it on to be backpropagated",
+        """\
+        import torch
+        class Agent:
+            def _compute_ppo_losses(self, batch):
+                actor_loss = -torch.min(self.surrogates(batch)).mean()
+                critic_loss = self.value_loss(batch)
+                if torch.isnan(actor_loss) or torch.isinf(actor_loss):
+                    print("Warning: NaN or inf detected in actor loss")
+                return actor_loss, critic_loss
+        """,
+        (6, "NZ202"),
+    ),
+    case(
+        "a helper not named for a loss that warns and hands the value back: its caller decides",
+        """\
+        import torch
+        def describe(values):
+            if torch.isnan(values).any():
+                print("values hold NaN")
+            return values
+        """,
+    ),
+    case(
         "a Lightning validation_step skipping a NaN batch through the module's shared step",
         """\
         class Model(LightningModule):

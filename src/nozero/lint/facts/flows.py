@@ -645,9 +645,29 @@ class Flows:
             if route.scaling or unit.scaling:
                 return False  # the scaler's own bookkeeping: NZ406 flags the skip itself
             steps_here = unit.trains and (loops or unit.updates_after)
-            if not steps_here and not self._checked_before_a_step(unit.node):
+            if not (
+                steps_here
+                or self._checked_before_a_step(unit.node)
+                or self._returns_for_training(unit, tested)
+            ):
                 return False
         return self._add(unit, kind, node, route)
+
+    def _returns_for_training(self, unit: _Unit, tested: set[str]) -> bool:
+        """Is ``unit`` a loss function that hands the tested loss on as it is (``if
+        isnan(actor_loss): print(...)`` ... ``return actor_loss, critic_loss``)? What it
+        returns is backpropagated: the warning lets the NaN through to the step."""
+        fn = unit.node
+        if not isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
+            return False
+        if not vocab.is_loss_name(fn.name) or self.facts.only_observes(fn.lineno):
+            return False
+        return any(
+            isinstance(node, ast.Return)
+            and node.value is not None
+            and bool(_names(node.value) & tested)
+            for node in self.facts.nodes(fn)
+        )
 
     def _checked_before_a_step(self, fn: ast.AST) -> bool:
         """Is ``fn`` a check that code which trains calls, drops the answer of, and then
