@@ -717,6 +717,20 @@ HAND_WRITTEN = [
     ),
     # ---- TF / Keras -----------------------------------------------------------------
     case(
+        "keras train_step zeroing NaN in the trainable variables after the step",
+        """\
+        import tensorflow as tf
+        class Model(tf.keras.Model):
+            def train_step(self, data):
+                grads = self.compute_grads(data)
+                self.optimizer.apply_gradients(zip(grads, self.trainable_variables))
+                for var in self.trainable_variables:
+                    var.assign(tf.where(tf.math.is_nan(var), tf.zeros_like(var), var))
+                return {"loss": self.loss_tracker.result()}
+        """,
+        (7, "NZ103"),
+    ),
+    case(
         "keras train_step returns early",
         """\
         import tensorflow as tf

@@ -338,7 +338,18 @@ SIGNAL_WORDS = frozenset(
     }
 )
 SIGNAL_NAMES = frozenset(
-    {"g", "gs", "update", "opt_state", "optimizer_state", "optstate", "train_state", "trainstate"}
+    {
+        "g",
+        "gs",
+        "update",
+        "opt_state",
+        "optimizer_state",
+        "optstate",
+        "train_state",
+        "trainstate",
+        "trainable_variables",  # Keras and TF: a model's parameters
+        "trainable_weights",
+    }
 )
 # Short names that are gradients only where gradients are handled (elsewhere ``g`` is a
 # graph or a random generator).
