@@ -717,6 +717,28 @@ HAND_WRITTEN = [
     ),
     # ---- TF / Keras -----------------------------------------------------------------
     case(
+        "the optimizer's moments cleaned of NaN in place (torch optimizer.state)",
+        """\
+        import torch
+        def repair(self):
+            for state in self.optimizer.state.values():
+                for value in state.values():
+                    if torch.is_tensor(value) and not torch.isfinite(value).all():
+                        value.nan_to_num_(nan=0.0)
+        """,
+        (6, "NZ101"),
+    ),
+    case(
+        "a scheduler's state is no optimizer state",
+        """\
+        import torch
+        def describe(self):
+            for value in self.scheduler.state.values():
+                value = torch.nan_to_num(value)
+                print(value)
+        """,
+    ),
+    case(
         "keras train_step zeroing NaN in the trainable variables after the step",
         """\
         import tensorflow as tf

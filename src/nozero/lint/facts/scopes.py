@@ -148,6 +148,13 @@ def bound_names(target: ast.AST) -> set[str]:
     return set()
 
 
+def _names_an_optimizer(name: str) -> bool:
+    """``optimizer``, ``opt``, ``self.g_optimizer``: a torch optimizer, whose ``state``
+    holds its moments."""
+    words = vocab.name_words(name)
+    return bool(words) and words[-1] in ("optimizer", "opt", "optim")
+
+
 def parameter_names(fn: FunctionNode | ast.Lambda) -> set[str]:
     args = fn.args
     every = [*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg]
@@ -685,6 +692,8 @@ class FileFacts:
                     vocab.is_metric_name(part) or vocab.is_config_name(part) for part in chain
                 ):
                     return True
+                if node.attr == "state" and len(chain) > 1 and _names_an_optimizer(chain[-2]):
+                    return True  # ``self.optimizer.state``: the optimizer's moments
             elif isinstance(node, ast.Call) and self._call_returns_signal(node, scope):
                 return True
         return False
