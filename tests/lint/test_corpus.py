@@ -441,6 +441,48 @@ HAND_WRITTEN = [
         every_rule=[(8, "NZ406")],
     ),
     *opt_in_or_not(
+        "an optional AMP scaler: the code's own NaN-gradient skip outside its branch",
+        """\
+        import torch
+        def train_step(self, batch):
+            loss = self.loss(batch)
+            if self.use_amp:
+                self.scaler.scale(loss).backward()
+            else:
+                loss.backward()
+            for name, param in self.net.named_parameters():
+                if param.grad is not None and torch.isnan(param.grad).any():
+                    self.optimizer.zero_grad()
+                    return 0.0
+            if self.use_amp:
+                self.scaler.step(self.optimizer)
+                self.scaler.update()
+            else:
+                self.optimizer.step()
+        """,
+        default=[(10, "NZ201")],
+        every_rule=[(10, "NZ201"), (13, "NZ406")],
+    ),
+    *opt_in_or_not(
+        "an overflow flag set in the scaler's branch of an optional AMP switch",
+        """\
+        class Optimizer:
+            def prepare_grads(self):
+                found_inf = False
+                if self.grad_scaler:
+                    found_inf = self._unscale_and_check_for_nan()
+                    self.grad_scaler.update(found_inf)
+                return found_inf
+            def step(self):
+                found_inf = self.prepare_grads()
+                if found_inf:
+                    return False
+                self.optimizer.step()
+                return True
+        """,
+        every_rule=[(11, "NZ406")],
+    ),
+    *opt_in_or_not(
         "jmp dynamic loss scale: old state kept on overflow, the scale adjusted",
         """\
         import jmp

@@ -545,7 +545,9 @@ scale is adjusted (`cur_scale /= factor`, `self._update_scale(overflow)`,
 `optimizer_step_was_skipped` attribute, an fp16 optimizer's `overflow`); or in a class
 that implements scaling (a scaler class or subclass, or one that moves the scale in
 another method). A trainer class that merely holds a `GradScaler` is not one: its own
-code that zeroes NaN gradients is reported by the default rules. Also a `GradScaler`'s
+code that zeroes NaN gradients is reported by the default rules, and so is a check
+outside the scaler's branch of an AMP switch (`if self.use_amp: scaler.step(opt) else:
+opt.step()`). Also a `GradScaler`'s
 `step` and apex's `amp.scale_loss` (whose patched `optimizer.step` is skipped when the
 scaled gradients overflow), which skip by themselves, and a non-finite gradient norm
 replaced by a marker (`-1`) that the overflow check reads. A flag's name alone

@@ -38,7 +38,7 @@ from nozero.lint.facts.scopes import (
 )
 from nozero.lint.imports import BLOCK_STATEMENTS, dotted_name, last_part
 from nozero.lint.lines import line_starts, split_lines
-from nozero.lint.scaling import SKIP_REPORTS, scaler_in_lines
+from nozero.lint.scaling import SKIP_REPORTS, scaler_at_work, scaler_in_lines
 
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 _LOOPS = (ast.For, ast.AsyncFor, ast.While)
@@ -299,7 +299,7 @@ class Flows:
             key = id(node)
             if key not in self._scaler_memo:
                 is_class = isinstance(node, ast.ClassDef)
-                nodes = ast.walk(node) if is_class else self.facts.nodes(node)
+                nodes = ast.walk(node) if is_class else self._unswitched(node)
                 first, last = _line_range(node)
                 self._scaler_memo[key] = scaler_in_lines(
                     nodes, self.text, first, last, implemented=is_class
@@ -308,6 +308,23 @@ class Flows:
                 return True
             node = self._enclosing.get(key)
         return False
+
+    def _unswitched(self, fn: ast.AST) -> list[ast.AST]:
+        """The function's nodes but those in the scaler's branch of an AMP switch (``if
+        self.use_amp: scaler.step(opt) else: opt.step()``): a scaler used only there
+        leaves the rest of the function, and the check in it, the code's own."""
+        switched: set[int] = set()
+        for node in self.facts.nodes(fn):
+            if isinstance(node, ast.If):
+                present = _scaler_present(node.test)
+                if present is not None:
+                    for stmt in node.body if present else node.orelse:
+                        switched.update(id(n) for n in ast.walk(stmt))
+        return [n for n in self.facts.nodes(fn) if id(n) not in switched]
+
+    def _scales(self, branch: list[ast.stmt]) -> bool:
+        """Does a scaler work in ``branch`` (the scaler's side of an AMP switch)?"""
+        return scaler_at_work(n for stmt in branch for n in ast.walk(stmt))
 
     def _steps(self, fn: ast.AST) -> list[int]:
         return sorted(
@@ -411,6 +428,8 @@ class Flows:
                         route = dataclasses.replace(
                             route, line=stmt.lineno, flag=key.removeprefix("self.")
                         )
+                    if unit.scaling and not route.scaling:  # set on the scaler's side
+                        route = dataclasses.replace(route, scaling=True)
                     unit.env[key] = (route, polarity)
                     if not route.weak and "skip" in vocab.name_words(key.rsplit(".", 1)[-1]):
                         self._add(unit, "skip", stmt, route)  # the decision to skip
@@ -527,22 +546,25 @@ class Flows:
             self._clamped(unit, stmt, found)
             found = None
         if found is None:
-            present = _scaler_present(stmt.test) if unit.scaling else None
+            present = _scaler_present(stmt.test)
             for branch, scaler in ((stmt.body, present), (stmt.orelse, not present)):
-                if present is None or scaler:
+                scaling = unit.scaling
+                if present is not None:
+                    # ``if self.scaler is not None: ... else:``: no scaler in the ``else``;
+                    # ``if self.use_amp: scaler.step(opt)``: the scaler's own branch
+                    unit.scaling = bool(scaler) and (scaling or self._scales(branch))
+                try:
                     self._block(unit, branch, loops, bad)
-                else:  # ``if self.scaler is not None: ... else:``: no scaler in this branch
-                    unit.scaling = False
-                    try:
-                        self._block(unit, branch, loops, bad)
-                    finally:
-                        unit.scaling = True
+                finally:
+                    unit.scaling = scaling
             return
         route, polarity = found
         bad_branch, good_branch = (stmt.body, stmt.orelse) if polarity else (stmt.orelse, stmt.body)
         tested = _names(stmt.test)
         scaling = unit.scaling
-        if scaling and not route.scaling and _tests_a_loss(tested):
+        if not scaling and any(_mentions_a_scaler(n) for n in [stmt.test, *bad_branch]):
+            unit.scaling = True  # ``if scaler.has_overflow_serial or ...``: the scaler's
+        elif scaling and not route.scaling and _tests_a_loss(tested):
             unit.scaling = False  # a non-finite loss is no fp16 gradient overflow
         try:
             self._react_to_test(unit, stmt, found, tested, loops, bad_branch, good_branch)
@@ -1538,8 +1560,8 @@ def _key(target: ast.expr) -> str | None:
 
 def _scaler_present(test: ast.expr) -> bool | None:
     """Does ``test`` hold when a loss scaler is in use (``self.scaler is not None``,
-    ``if scaler:``), or when none is (``scaler is None``, ``not self.scaler``)? None
-    when it asks nothing of a scaler."""
+    ``if scaler:``, ``if args.fp16:``, ``if self.use_amp:``), or when none is (``scaler is
+    None``, ``not self.scaler``)? None when it asks nothing of a scaler."""
     negated = False
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
         test, negated = test.operand, True
@@ -1549,9 +1571,22 @@ def _scaler_present(test: ast.expr) -> bool | None:
     else:
         present = True
     name = dotted_name(test) or ""
-    if "scaler" not in vocab.name_words(name.rsplit(".", 1)[-1]):
+    if not _AMP_SWITCH_WORDS.intersection(vocab.name_words(name.rsplit(".", 1)[-1])):
         return None
     return present != negated
+
+
+def _mentions_a_scaler(node: ast.AST) -> bool:
+    """Does ``node`` use a loss scaler object (``self.loss_scaler.has_overflow_serial``)?"""
+    return any(
+        isinstance(n, ast.Attribute | ast.Name)
+        and "scaler" in vocab.name_words(n.attr if isinstance(n, ast.Attribute) else n.id)
+        for n in ast.walk(node)
+    )
+
+
+# Words of a name that switches loss scaling on (``self.scaler``, ``use_amp``, ``fp16``).
+_AMP_SWITCH_WORDS = frozenset({"scaler", "amp", "fp16"})
 
 
 def _named_flag(key: str | None, line: int, origin: str, scaler: bool) -> Flag | None:
