@@ -123,6 +123,7 @@ class _Unit:
     steps_of: Callable[[], list[int]] = list  # lines of its optimizer steps
     trains_of: Callable[[], bool] = bool  # it steps, computes gradients, loops over batches
     returns: dict[int | None, Flag] = field(default_factory=dict)
+    scaler_branch: bool = False  # in the scaler's branch of an AMP switch
     returned: set[str] | None = None  # the names its returns mention, found on first use
     _scope: Scope | None = None
     _steps: list[int] | None = None
@@ -428,7 +429,7 @@ class Flows:
                         route = dataclasses.replace(
                             route, line=stmt.lineno, flag=key.removeprefix("self.")
                         )
-                    if unit.scaling and not route.scaling:  # set on the scaler's side
+                    if unit.scaler_branch and not route.scaling:  # set on the scaler's side
                         route = dataclasses.replace(route, scaling=True)
                     unit.env[key] = (route, polarity)
                     if not route.weak and "skip" in vocab.name_words(key.rsplit(".", 1)[-1]):
@@ -548,15 +549,16 @@ class Flows:
         if found is None:
             present = _scaler_present(stmt.test)
             for branch, scaler in ((stmt.body, present), (stmt.orelse, not present)):
-                scaling = unit.scaling
+                scaling, scaler_branch = unit.scaling, unit.scaler_branch
                 if present is not None:
                     # ``if self.scaler is not None: ... else:``: no scaler in the ``else``;
                     # ``if self.use_amp: scaler.step(opt)``: the scaler's own branch
                     unit.scaling = bool(scaler) and (scaling or self._scales(branch))
+                    unit.scaler_branch = unit.scaling
                 try:
                     self._block(unit, branch, loops, bad)
                 finally:
-                    unit.scaling = scaling
+                    unit.scaling, unit.scaler_branch = scaling, scaler_branch
             return
         route, polarity = found
         bad_branch, good_branch = (stmt.body, stmt.orelse) if polarity else (stmt.orelse, stmt.body)
