@@ -593,6 +593,30 @@ HAND_WRITTEN = [
         """,
     ),
     case(
+        "a masked loss clearing the NaN of masked-out zero targets (traffic-forecasting MAPE)",
+        """\
+        import torch
+        def masked_mape_loss(y_pred, y_true):
+            mask = (y_true != 0).float()
+            mask /= mask.mean()
+            loss = torch.abs((y_pred - y_true) / y_true)
+            loss = loss * mask
+            loss[loss != loss] = 0
+            return loss.mean()
+        """,
+    ),
+    case(
+        "a loss cleaned of NaN with no mask applied to it",
+        """\
+        import torch
+        def mape_loss(y_pred, y_true, mask):
+            loss = torch.abs((y_pred - y_true) / y_true)
+            loss[loss != loss] = 0
+            return (loss * mask).mean()
+        """,
+        (4, "NZ105"),
+    ),
+    case(
         "a loss cleaned whenever there is something to average",
         """\
         import torch

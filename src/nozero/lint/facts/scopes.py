@@ -148,6 +148,14 @@ def bound_names(target: ast.AST) -> set[str]:
     return set()
 
 
+def _is_mask(node: ast.expr) -> bool:
+    """A name or attribute named for a mask (``mask``, ``self.loss_mask``, ``mask.float()``)."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+        node = node.func.value  # ``mask.float()``
+    dotted = dotted_name(node)
+    return bool(dotted) and "mask" in vocab.name_words(dotted.rsplit(".", 1)[-1])
+
+
 def _names_an_optimizer(name: str) -> bool:
     """``optimizer``, ``opt``, ``self.g_optimizer``: a torch optimizer, whose ``state``
     holds its moments."""
@@ -1066,6 +1074,34 @@ class FileFacts:
             called in vocab.CONSTANT_CONVERSIONS
         ):
             return self.is_nonfinite_constant(node.args[0])  # ``numpy_dtype(-np.inf)``
+        return False
+
+    def masked_before(self, key: int, name: str, line: int) -> bool:
+        """Was ``name`` multiplied by a mask before ``line`` in the function on line
+        ``key`` (``loss = loss * mask``, ``loss *= mask``)? Its NaN then sits where the
+        mask is zero (``0 * inf`` of a masked-out target), and clearing it is masking."""
+        entry = self._functions.get(key)
+        if entry is None:
+            return False
+        for node in self.nodes(entry[0]):
+            if getattr(node, "lineno", line) >= line:
+                continue
+            if isinstance(node, ast.AugAssign) and isinstance(node.op, ast.Mult):
+                target, factors = node.target, [node.value]
+            elif (
+                isinstance(node, ast.Assign)
+                and isinstance(node.value, ast.BinOp)
+                and isinstance(node.value.op, ast.Mult)
+            ):
+                target, factors = node.targets[0], [node.value.left, node.value.right]
+            else:
+                continue
+            if (
+                isinstance(target, ast.Name)
+                and target.id == name
+                and any(_is_mask(factor) for factor in factors)
+            ):
+                return True
         return False
 
     def only_checks(self, key: int, name: str) -> bool:

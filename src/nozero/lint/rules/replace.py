@@ -37,8 +37,36 @@ def is_nonfinite_constant(node: cst.BaseExpression | None, ctx: Context) -> bool
 def _report(ctx: Context, node: cst.CSTNode, rule: Rule, detail: str = "") -> None:
     """Report ``node`` unless it only runs when there is nothing to average: a NaN from
     an empty reduction's 0/0 is replaced there, and a real one elsewhere still shows."""
-    if not _guards_an_empty_reduction(node, ctx):
+    if not (_guards_an_empty_reduction(node, ctx) or _clears_masked_positions(node, ctx)):
         ctx.report(node, rule, detail)
+
+
+def _clears_masked_positions(node: cst.CSTNode, ctx: Context) -> bool:
+    """Is what ``node`` cleans a value multiplied by a mask just before (``loss = loss *
+    mask`` then ``loss[loss != loss] = 0``)? The NaN of a masked-out zero target
+    (``0 * inf``) sits where the mask is zero: clearing it finishes the masking."""
+    names = _cleaned_names(node, ctx)
+    line = ctx.positions[node].start.line + ctx.line_offset
+    return bool(names) and all(ctx.facts.masked_before(ctx.scope_key, n, line) for n in names)
+
+
+def _cleaned_names(node: cst.CSTNode, ctx: Context) -> list[str]:
+    """The plain names ``node`` cleans: the assignment's target for ``x = f(x)`` and
+    ``x[bad] = 0``, else none."""
+    statement = next(
+        (a for a in reversed([*ctx.ancestors, node]) if isinstance(a, cst.Assign)), None
+    )
+    if statement is None:
+        return []
+    names = []
+    for target in statement.targets:
+        inner = target.target
+        if isinstance(inner, cst.Subscript):
+            inner = inner.value
+        if not isinstance(inner, cst.Name):
+            return []
+        names.append(inner.value)
+    return names
 
 
 # What counts elements (``mask.sum()``, ``len(x)``, ``x.shape[0]``, ``n_valid``).
