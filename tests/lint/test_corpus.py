@@ -795,6 +795,19 @@ HAND_WRITTEN = [
         (6, "NZ101"),
     ),
     case(
+        "a check whose branch cleans the gradients in place: one finding, at the cleaning",
+        """\
+        import torch
+        def train_step(self, batch):
+            self.loss(batch).backward()
+            for p in self.model.parameters():
+                if not torch.isfinite(p.grad).all():
+                    p.grad.nan_to_num_(nan=0.0)
+            self.optimizer.step()
+        """,
+        (6, "NZ101"),
+    ),
+    case(
         "a scheduler's state is no optimizer state",
         """\
         import torch

@@ -523,6 +523,14 @@ class Flows:
             return True
         return self._signal(unit, func.value, set())
 
+    def _cleans_signal(self, unit: _Unit, call: ast.Call) -> bool:
+        """Does a ``nan_to_num`` call clean training signal (its argument, or the tensor
+        whose method it is)?"""
+        subjects = list(call.args[:1])
+        if isinstance(call.func, ast.Attribute):
+            subjects.append(call.func.value)
+        return any(self._signal(unit, subject, set()) for subject in subjects)
+
     def _trains_on_signal(self, unit: _Unit, guarded: list[ast.stmt]) -> bool:
         """Does the code an ``except OverflowError`` guards train (a training call, and
         training signal)? An fp16 optimizer raises it on overflowing gradients, but it
@@ -810,6 +818,8 @@ class Flows:
                     or (called in sources.FILL_CALLS and _zero_arg(stmt.value))
                 ) and self._clears_signal(unit, stmt.value):
                     return "zero", stmt
+                if called in vocab.SANITIZERS and self._cleans_signal(unit, stmt.value):
+                    return "replace", stmt  # ``value.nan_to_num_()``: NZ101's, reported once
                 helper = self.facts.helper_name(stmt.value.func)
                 if helper is not None and self._helper_zeroes(helper):
                     return "zero", stmt
