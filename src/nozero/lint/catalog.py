@@ -98,7 +98,11 @@ optimizer state, directly or through a helper function in the same file. A model
 outputs count too when the loss is computed from them in the same function
 (`logits = self.head(x)`, `logits = torch.nan_to_num(logits)`, then
 `cross_entropy(logits, labels)`): the NaN the model produced is hidden from the loss.
-Inputs and labels cleaned before the model are input cleaning and are left alone.
+Inputs and labels cleaned before the model are input cleaning and are left alone. So
+are 0/0 guards, here and in the other replacing rules (NZ102 to NZ105): a replacement
+that runs only when there is nothing to average (`if mask.numel() == 0:`), and one that
+clears a value just multiplied by a mask (`loss = loss * mask`, where the NaN of a
+masked-out zero target is `0 * inf`).
 
 ## Why it is harmful
 A NaN or Inf in the loss or a gradient means the run has already gone wrong: a bad batch,
