@@ -849,6 +849,21 @@ HAND_WRITTEN = [
         (8, "NZ201"),
     ),
     case(
+        "a jax cond that only prints a warning on non-finite gradients",
+        """\
+        import jax
+        import jax.numpy as jnp
+        def train_step(state, grad):
+            for name, g in flatten(grad).items():
+                jax.lax.cond(
+                    jnp.any(~jnp.isfinite(g)),
+                    lambda: jax.debug.print("non-finite grads"),
+                    lambda: None,
+                )
+            return state.apply_gradients(grads=grad)
+        """,
+    ),
+    case(
         "tf.cond keeps the old variables",
         """\
         import tensorflow as tf

@@ -1104,6 +1104,8 @@ class Flows:
         if found[0].weak and any(self._finfo(unit, b) for b in branches):
             self._add(unit, "clamp", stmt, found[0])  # ``where(isinf(h).any(), max - 1000, max)``
             return
+        if called in ("cond", "switch") and all(self._only_reports(b) for b in branches):
+            return  # ``cond(any(~isfinite(g)), lambda: debug.print(...), lambda: None)``
         if called in ("cond", "switch") and any(self._recomputes(b) for b in branches):
             return  # the non-finite branch computes the value again: nothing is kept
         if called in ("cond", "switch") and any(self._zeroes(b) for b in branches):
@@ -1143,6 +1145,15 @@ class Flows:
                 if isinstance(node, ast.Assert) or any(isinstance(s, ast.Raise) for s in body):
                     return True
         return self.facts.records_names(unit.node, names, unit.scope)
+
+    def _only_reports(self, branch: ast.expr) -> bool:
+        """A cond branch that does nothing but print or log (or nothing at all)."""
+        if not isinstance(branch, ast.Lambda):
+            return False
+        body = branch.body
+        if isinstance(body, ast.Constant) and body.value is None:
+            return True
+        return isinstance(body, ast.Call) and self._called(body) in vocab.OBSERVING_CALLS
 
     def _recomputes(self, branch: ast.expr) -> bool:
         """A cond branch that computes gradients anew (``jax.value_and_grad(f)(p)``)."""
