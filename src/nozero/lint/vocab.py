@@ -463,6 +463,9 @@ OBSERVING_MARKERS = frozenset(
     }
 )
 # Calls that compute gradients or change parameters, besides UPDATE_CALLS.
+# Last words of a name for an optimizer (``optimizer``, ``self.g_opt``).
+OPTIMIZER_NAME_WORDS = frozenset({"optimizer", "opt", "optim"})
+
 # Words of a function named for evaluation (``validate``, ``validation_step``, ``_val``). A
 # name alone never exempts code that steps or computes gradients (``train_and_evaluate``
 # trains); it marks an evaluation that runs without ``no_grad`` (JAX has none).

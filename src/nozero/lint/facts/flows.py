@@ -22,7 +22,7 @@ import ast
 import dataclasses
 import functools
 from bisect import bisect_left, bisect_right
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from nozero.lint import vocab
@@ -310,10 +310,11 @@ class Flows:
             node = self._enclosing.get(key)
         return False
 
-    def _unswitched(self, fn: ast.AST) -> list[ast.AST]:
+    def _unswitched(self, fn: ast.AST) -> Iterator[ast.AST]:
         """The function's nodes but those in the scaler's branch of an AMP switch (``if
         self.use_amp: scaler.step(opt) else: opt.step()``): a scaler used only there
-        leaves the rest of the function, and the check in it, the code's own."""
+        leaves the rest of the function, and the check in it, the code's own. Lazy: most
+        functions' text names no scale, and then nothing is walked."""
         switched: set[int] = set()
         for node in self.facts.nodes(fn):
             if isinstance(node, ast.If):
@@ -321,7 +322,7 @@ class Flows:
                 if present is not None:
                     for stmt in node.body if present else node.orelse:
                         switched.update(id(n) for n in ast.walk(stmt))
-        return [n for n in self.facts.nodes(fn) if id(n) not in switched]
+        yield from (n for n in self.facts.nodes(fn) if id(n) not in switched)
 
     def _scales(self, branch: list[ast.stmt]) -> bool:
         """Does a scaler work in ``branch`` (the scaler's side of an AMP switch)?"""
@@ -694,8 +695,13 @@ class Flows:
             return False
         if not vocab.is_loss_name(fn.name) or self.facts.only_observes(fn.lineno):
             return False
+        return self._returns_tested(fn, tested)
+
+    def _returns_tested(self, fn: ast.AST, tested: set[str], after: int = 0) -> bool:
+        """Does ``fn`` return a tested value (below line ``after``)?"""
         return any(
             isinstance(node, ast.Return)
+            and node.lineno > after
             and node.value is not None
             and bool(_names(node.value) & tested)
             for node in self.facts.nodes(fn)
@@ -716,14 +722,32 @@ class Flows:
                 return True
         return False
 
-    def _ends_training(self, unit: _Unit, brk: ast.Break) -> bool:
-        """Does ``brk`` leave the training loop itself, for good: the one loop around it
-        steps below the break, nothing steps after that loop, and the function is not one
-        round (an epoch) of a longer run? Training stops there, as it would on a raise."""
-        fn = unit.node
-        loop = self._only_loop_around(fn, brk)
-        if loop is None:
+    def _break_is_no_skip(self, unit: _Unit, brk: ast.Break, tested: set[str]) -> bool:
+        """Does ``brk`` leave its loop for good rather than skip an iteration? It ends a
+        search whose tested flag the code after the loop decides on (``if not valid:
+        break`` ... ``if not valid: zero_grad()``), or leaves the function's only loop
+        for a ``return`` of the tested value (an unroll handing its NaN loss to the
+        caller), or ends the training loop itself (``_ends_training``)."""
+        around = self._loops_around(unit.node, brk.lineno)
+        if not around:
+            return False
+        innermost = max(around, key=lambda n: n.lineno)
+        end = innermost.end_lineno or innermost.lineno
+        if any(
+            isinstance(node, ast.Name) and node.id in tested and node.lineno > end
+            for node in self.facts.nodes(unit.node)
+        ):
+            return True
+        if len(around) != 1:
             return False  # an inner loop: the loop around it goes on
+        return self._returns_tested(unit.node, tested, after=end) or self._ends_training(
+            unit.node, innermost, brk
+        )
+
+    def _ends_training(self, fn: ast.AST, loop: ast.stmt, brk: ast.Break) -> bool:
+        """Is ``loop`` (the only one around ``brk``) the training loop itself: it steps
+        below the break, nothing steps after it, and the function is not one round (an
+        epoch) of a longer run? Training stops there, as it would on a raise."""
         steps = self._steps(fn)
         if not any(_within(loop, line) and line > brk.lineno for line in steps):
             return False
@@ -731,44 +755,8 @@ class Flows:
             return False
         return not self._one_round(fn)
 
-    def _decided_later(self, unit: _Unit, brk: ast.Break, tested: set[str]) -> bool:
-        """Does ``brk`` end a search whose tested flag is read after the loop (the check
-        over every gradient stops at the first bad one; the code below decides)?"""
-        around = [
-            n
-            for n in self.facts.nodes(unit.node)
-            if isinstance(n, _LOOPS) and _within(n, brk.lineno)
-        ]
-        if not around:
-            return False
-        loop = max(around, key=lambda n: n.lineno)  # the innermost: the one ``brk`` leaves
-        end = loop.end_lineno or loop.lineno
-        return any(
-            isinstance(node, ast.Name) and node.id in tested and node.lineno > end
-            for node in self.facts.nodes(unit.node)
-        )
-
-    def _breaks_to_hand_back(self, unit: _Unit, brk: ast.Break, tested: set[str]) -> bool:
-        """Does ``brk`` leave the function's outermost loop for a ``return`` of the tested
-        value (an unroll ending on a non-finite loss hands that loss to its caller)?"""
-        loop = self._only_loop_around(unit.node, brk)
-        if loop is None:
-            return False
-        end = loop.end_lineno or loop.lineno
-        return any(
-            isinstance(node, ast.Return)
-            and node.lineno > end
-            and node.value is not None
-            and bool(_names(node.value) & tested)
-            for node in self.facts.nodes(unit.node)
-        )
-
-    def _only_loop_around(self, fn: ast.AST, brk: ast.Break) -> ast.stmt | None:
-        """The loop ``brk`` leaves, when no other loop of the function is around it."""
-        around = [
-            n for n in self.facts.nodes(fn) if isinstance(n, _LOOPS) and _within(n, brk.lineno)
-        ]
-        return around[0] if len(around) == 1 else None
+    def _loops_around(self, fn: ast.AST, line: int) -> list[ast.stmt]:
+        return [n for n in self.facts.nodes(fn) if isinstance(n, _LOOPS) and _within(n, line)]
 
     def _one_round(self, fn: ast.AST) -> bool:
         """Is ``fn`` one round of a longer run: named or given an epoch (``train_epoch``,
@@ -831,16 +819,8 @@ class Flows:
                 return None  # ``valid = False; break``: the search ends, the flag decides
             if isinstance(stmt, ast.Break) and self._raised_after(unit, branch, stmt):
                 return None  # ``error = "loss is nan"; break`` ... ``raise RuntimeError(error)``
-            if isinstance(stmt, ast.Break) and loops and self._decided_later(unit, stmt, tested):
-                return None  # ``if not valid: break`` ... ``if not valid: zero_grad()``
-            if isinstance(stmt, ast.Break) and loops and self._ends_training(unit, stmt):
-                return None  # ``print("NaN loss, stopping"); break``: the run is over
-            if (
-                isinstance(stmt, ast.Break)
-                and loops
-                and self._breaks_to_hand_back(unit, stmt, tested)
-            ):
-                return None  # ``break`` ... ``return loss``: the caller gets the NaN
+            if isinstance(stmt, ast.Break) and loops and self._break_is_no_skip(unit, stmt, tested):
+                return None  # the loop is left for good: the code after it decides
             if isinstance(stmt, ast.Continue | ast.Break) and loops:
                 return "skip", stmt
             if isinstance(stmt, ast.Pass) and len(branch) == 1 and (loops or unit.updates_after):

@@ -114,7 +114,7 @@ def _updates_a_mapping(call: ast.Call) -> bool:
         return False
     owner = dotted_name(func.value) or ""
     words = vocab.name_words(owner.rsplit(".", 1)[-1])
-    return not {"optimizer", "opt", "optim", "tx", "solver", "transform"} & set(words)
+    return not (vocab.OPTIMIZER_NAME_WORDS | {"tx", "solver", "transform"}) & set(words)
 
 
 def source_segment(text: str, node: ast.expr) -> str:
@@ -160,7 +160,7 @@ def _names_an_optimizer(name: str) -> bool:
     """``optimizer``, ``opt``, ``self.g_optimizer``: a torch optimizer, whose ``state``
     holds its moments."""
     words = vocab.name_words(name)
-    return bool(words) and words[-1] in ("optimizer", "opt", "optim")
+    return bool(words) and words[-1] in vocab.OPTIMIZER_NAME_WORDS
 
 
 def parameter_names(fn: FunctionNode | ast.Lambda) -> set[str]:

@@ -35,8 +35,9 @@ def is_nonfinite_constant(node: cst.BaseExpression | None, ctx: Context) -> bool
 
 
 def _report(ctx: Context, node: cst.CSTNode, rule: Rule, detail: str = "") -> None:
-    """Report ``node`` unless it only runs when there is nothing to average: a NaN from
-    an empty reduction's 0/0 is replaced there, and a real one elsewhere still shows."""
+    """Report ``node`` unless it is a 0/0 guard: it runs only when there is nothing to
+    average, or it clears a value just masked (the NaN sits where the mask is zero). A
+    real NaN elsewhere still shows."""
     if not (_guards_an_empty_reduction(node, ctx) or _clears_masked_positions(node, ctx)):
         ctx.report(node, rule, detail)
 
