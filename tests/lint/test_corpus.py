@@ -2794,8 +2794,125 @@ HAND_WRITTEN = [
             gold_loss = deal_nan(self.loss_func(logits, labels))
             return gold_loss + zero_bad_terms(self.per_sample_loss(logits, labels))
         """,
-        (11, "NZ101"),
-        (12, "NZ101"),
+        (4, "NZ105"),  # the loss function hands its predictions in: reported in the helper
+        (8, "NZ105"),
+    ),
+    case(
+        "a Keras loss function cleans a value computed from its predictions",
+        """\
+        import tensorflow as tf
+        def focal_tversky_loss(y_true, y_pred, gamma=0.75):
+            index = tversky_index(y_true, y_pred)
+            focal = tf.pow(1.0 - index, gamma)
+            focal = tf.where(tf.math.is_finite(focal), focal, tf.ones_like(focal))
+            return tf.reduce_mean(focal)
+        """,
+        (5, "NZ103"),
+    ),
+    case(
+        "a term of the loss computed in a helper the loss function hands its predictions to",
+        """\
+        import tensorflow as tf
+        def boundary_term(y_true, y_pred):
+            per_sample = tf.reduce_mean(tf.abs(edges(y_true) - edges(y_pred)), axis=[1, 2])
+            finite = tf.math.is_finite(per_sample)
+            per_sample = tf.where(finite, per_sample, tf.zeros_like(per_sample))
+            return tf.reduce_mean(per_sample)
+        def segmentation_loss(y_true, y_pred):
+            return dice(y_true, y_pred) + 0.25 * boundary_term(y_true, y_pred)
+        """,
+        (5, "NZ103"),
+    ),
+    case(
+        "a helper the loss function hands only its labels to cleans labels",
+        """\
+        import tensorflow as tf
+        def clean_targets(y_true):
+            return tf.where(tf.math.is_finite(y_true), y_true, tf.zeros_like(y_true))
+        def segmentation_loss(y_true, y_pred):
+            return tf.reduce_mean(tf.square(clean_targets(y_true) - y_pred))
+        """,
+    ),
+    case(
+        "PPO: the actor's NaN outputs reset to defaults, a NaN ratio skips the minibatch",
+        """\
+        import torch
+        def update(self, states, actions, old_log_probs, advantages):
+            for _ in range(self.epochs):
+                mu, sigma = self.actor(states)
+                if torch.isnan(mu).any() or torch.isnan(sigma).any():
+                    mu = torch.zeros_like(mu)
+                    sigma = torch.ones_like(sigma) * 0.1
+                dist = torch.distributions.Normal(mu, sigma)
+                ratio = torch.exp(dist.log_prob(actions).sum(-1) - old_log_probs)
+                if torch.isnan(ratio).any():
+                    continue
+                clipped = ratio.clamp(0.8, 1.2)
+                actor_loss = -torch.min(ratio * advantages, clipped * advantages).mean()
+                self.optimizer.zero_grad()
+                actor_loss.backward()
+                self.optimizer.step()
+        """,
+        (6, "NZ106"),
+        (11, "NZ201"),
+    ),
+    case(
+        "a loss function handing a NaN loss on for NaN predictions",
+        """\
+        import torch
+        def yolo_loss(self, predictions, targets):
+            if torch.isnan(predictions).any():
+                print("NaN detected in predictions before the loss")
+                return torch.tensor(float("nan"))
+            return self.mse(predictions, targets)
+        """,
+    ),
+    case(
+        "a mask once set from a logged NaN test, then re-bound to select groups",
+        """\
+        import torch
+        def compute_loss(self, logits, advantages):
+            valid_mask = ~torch.isnan(logits.nanmean(dim=1))
+            self.log("rows_with_nan", (~valid_mask).sum())
+            scores = self.head(logits)
+            valid_mask = (advantages > 0).any(dim=1) & (advantages <= 0).any(dim=1)
+            loss = scores[valid_mask].mean()
+            return loss
+        """,
+    ),
+    case(
+        "a found_inf flag packed into a tensor, all-reduced and read back skips the step",
+        """\
+        import torch
+        def step(self):
+            found_inf = self.prepare_grads()
+            found_inf_tensor = torch.tensor([found_inf], dtype=torch.float32, device="cuda")
+            torch.distributed.all_reduce(found_inf_tensor, op=torch.distributed.ReduceOp.MAX)
+            found_inf = found_inf_tensor.item() > 0
+            if found_inf:
+                return False, None, None
+            for optimizer in self.optimizers:
+                optimizer.step()
+            return True, self.get_grad_norm(), None
+        def prepare_grads(self):
+            grads = [p.grad for p in self.params]
+            return not all(torch.isfinite(g).all() for g in grads)
+        """,
+        (8, "NZ201"),
+    ),
+    case(
+        "a score made from the predictions, cleaned, then detached and binned as the target",
+        """\
+        import torch
+        def lddt_loss(logits, all_atom_pred_pos, all_atom_positions, no_bins=50):
+            score = lddt(all_atom_pred_pos, all_atom_positions)
+            score = torch.nan_to_num(score, nan=torch.nanmean(score))
+            score = score.detach()
+            bin_index = torch.floor(score * no_bins).long()
+            target = torch.nn.functional.one_hot(bin_index, num_classes=no_bins)
+            errors = softmax_cross_entropy(logits, target)
+            return torch.mean(errors)
+        """,
     ),
     case(
         "a masked mean's 0/0 set to 0 only when the input held no NaN",

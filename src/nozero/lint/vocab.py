@@ -443,6 +443,20 @@ METRIC_WORDS = frozenset(
 # Calls that turn a tensor into plain numbers: what they give is logged or compared,
 # and no gradient flows back through it.
 TO_NUMBER = frozenset({"float", "int", "item", "numpy", "tolist"})
+# Calls through which no gradient flows back: what is made with them from a model's
+# output (``bins = floor(score * n).long()``) is a target, not part of the prediction.
+NO_GRADIENT_CALLS = TO_NUMBER | {
+    "detach",
+    "stop_gradient",
+    "floor",
+    "round",
+    "argmax",
+    "argmin",
+    "long",
+    "one_hot",
+    "bucketize",
+    "digitize",
+}
 # Calls that mark a function as one that only observes values: evaluation, plots,
 # metrics (unless it also trains: see TRAINING_CALLS).
 OBSERVING_MARKERS = frozenset(
@@ -611,6 +625,14 @@ MODEL_WORDS = frozenset(
         "backbone",
         "mlp",
         "transformer",
+        "unet",
+        "autoencoder",
+        "denoiser",
+        "actor",  # reinforcement learning's policy and value networks
+        "critic",
+        "policy",
+        "generator",  # a GAN's two networks
+        "discriminator",
     }
 )
 # Calls and functions that compute a loss (``criterion``, ``softmax_cross_entropy``).

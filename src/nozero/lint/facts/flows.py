@@ -32,6 +32,7 @@ from nozero.lint.facts.scopes import (
     FunctionNode,
     Scope,
     bound_names,
+    is_nonfinite_constant,
     parameter_names,
     self_comparable,
     source_segment,
@@ -421,6 +422,15 @@ class Flows:
             key = _key(stmt.target)
             if key and key in unit.env and not found:
                 return
+        if not found and not isinstance(value, ast.Constant):
+            # a flag re-bound to something that is no test, and not made from the flag
+            # (``valid_mask = (pos > 0) & (neg > 0)`` after a logged ``isnan``), is gone;
+            # a constant is left alone: it resets or defaults the flag on one path only
+            mentioned = {dotted_name(n) for n in ast.walk(value) if isinstance(n, _NAMES)}
+            for target in targets:
+                key = _key(target)
+                if key and key in unit.env and key not in mentioned:
+                    del unit.env[key]
         for target in targets:
             if found:
                 key = _key(target)
@@ -878,6 +888,8 @@ class Flows:
             # step itself leaves (an optimizer's ``step`` returning mid-update)
             later = [line for line in unit.updates_after if line > stmt.lineno]
             return ("skip", stmt) if later or _is_step(unit.node) else None
+        if any(map(is_nonfinite_constant, elements)):
+            return None  # ``return torch.tensor(float("nan"))``: the NaN is handed on
         if isinstance(value, ast.Call):
             return "skip", stmt
         parameters = (
@@ -903,7 +915,12 @@ class Flows:
                 return "zero"
             if isinstance(value, ast.Call) and self._called(value) in sources.ZEROING_CALLS:
                 if self.facts.is_signal(target, unit.scope):
-                    return "zero"
+                    # zeroed gradients or loss take no step; a model's output set to
+                    # zeros is used as if the model had made it
+                    named = (dotted_name(target) or "").rsplit(".", 1)[-1]
+                    if vocab.names_gradients(named) or vocab.is_signal_name(named):
+                        return "zero"
+                    return "replace"
             key = _key(target)
             if key is None:
                 continue
@@ -1239,6 +1256,8 @@ class Flows:
             return self.flag_of(unit, expr.value, extra)
         if isinstance(expr, ast.GeneratorExp | ast.ListComp):
             return self.flag_of(unit, expr.elt, extra)
+        if isinstance(expr, ast.List | ast.Tuple) and len(expr.elts) == 1:
+            return self.flag_of(unit, expr.elts[0], extra)  # ``torch.tensor([found_inf])``
         return None
 
     def _compare(self, unit: _Unit, expr: ast.Compare, extra: set[str]) -> Flag | None:
@@ -1552,6 +1571,9 @@ def _marks_a_skip(branch: list[ast.stmt]) -> ast.Assign | None:
                 ):
                     return stmt
     return None
+
+
+_NAMES = (ast.Name, ast.Attribute)
 
 
 def _key(target: ast.expr) -> str | None:

@@ -94,6 +94,40 @@ def self_comparable(node: ast.expr) -> bool:
     return dotted_name(node) is not None
 
 
+# Calls that wrap one value into a tensor (``torch.tensor(float("nan"))``) or fill one
+# with it (``torch.full_like(x, float("inf"))``: the value is the last argument).
+_WRAPPING_CALLS = frozenset(
+    {"tensor", "array", "asarray", "as_tensor", "constant", "scalar_tensor"}
+)
+_FILLING_CALLS = frozenset({"full", "full_like", "fill"})
+
+
+def is_nonfinite_constant(node: ast.expr) -> bool:
+    """A NaN or an infinity written as a constant (``float("nan")``, ``-np.inf``,
+    ``torch.tensor(math.nan)``, ``jnp.full_like(x, jnp.inf)``): a value that hands the
+    non-finite on rather than hiding it."""
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
+        return is_nonfinite_constant(node.operand)
+    if isinstance(node, ast.Attribute | ast.Name):
+        return (getattr(node, "attr", None) or getattr(node, "id", "")).lower() in (
+            "nan",
+            "inf",
+        )
+    if not isinstance(node, ast.Call) or not node.args:
+        return False
+    called = last_part(dotted_name(node.func) or "")
+    if called == "float":
+        first = node.args[0]
+        return isinstance(first, ast.Constant) and str(first.value).strip("+-").lower() in (
+            "nan",
+            "inf",
+            "infinity",
+        )
+    if called in _WRAPPING_CALLS:
+        return is_nonfinite_constant(node.args[0])
+    return called in _FILLING_CALLS and is_nonfinite_constant(node.args[-1])
+
+
 def _names_in(node: ast.AST) -> set[str]:
     return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
 
@@ -167,6 +201,22 @@ def parameter_names(fn: FunctionNode | ast.Lambda) -> set[str]:
     args = fn.args
     every = [*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg]
     return {a.arg for a in every if a is not None} - {"self", "cls"}
+
+
+def _parameters_given(function: FunctionNode, call: ast.Call, names: set[str]) -> set[str]:
+    """The parameters of ``function`` that ``call`` passes a value made from ``names`` to."""
+    args = function.args
+    positional = [a.arg for a in [*args.posonlyargs, *args.args] if a.arg not in ("self", "cls")]
+    given: set[str] = set()
+    for parameter, value in zip(positional, call.args, strict=False):
+        if isinstance(value, ast.Starred):
+            break
+        if _names_in(value) & names:
+            given.add(parameter)
+    for keyword in call.keywords:
+        if keyword.arg and _names_in(keyword.value) & names:
+            given.add(keyword.arg)
+    return given & parameter_names(function)
 
 
 def _names_gradients(node: ast.AST) -> bool:
@@ -609,7 +659,11 @@ class FileFacts:
         fed = self._names_reaching_a_loss(root, bindings)
         if not fed:  # most scopes compute no loss: nothing to follow
             return set()
-        predictions = fed & parameter_names(root) if isinstance(root, FunctionNode) else set()
+        predictions = set()
+        if isinstance(root, FunctionNode):
+            parameters = parameter_names(root)
+            predictions = fed & parameters
+            predictions |= self._prediction_parameters(root)
         changed = True
         while changed:
             changed = False
@@ -633,19 +687,61 @@ class FileFacts:
         predictions (``def dice_loss(y_true, y_pred)``), which the model made."""
         sources: list[ast.AST] = [v for names, v in bindings if any(map(vocab.is_loss_name, names))]
         function = root if isinstance(root, ast.FunctionDef | ast.AsyncFunctionDef) else None
-        returns_loss = function is not None and vocab.is_loss_name(function.name)
+        returns_loss = function is not None and (
+            vocab.is_loss_name(function.name) or function.name in self._loss_parts
+        )
         for node in self.nodes(root):
             if isinstance(node, ast.Call) and vocab.is_loss_name(self.called(node.func)):
                 sources.extend([*node.args, *(k.value for k in node.keywords)])
             elif isinstance(node, ast.Return) and node.value is not None and returns_loss:
                 sources.append(node.value)
         fed = set().union(*(_names_in(source) for source in sources))
+        changed = bool(fed)
+        while changed:  # and what those are computed from (``ratio`` from ``mu``)
+            changed = False
+            for names, value in bindings:
+                if names & fed and not (used := _names_in(value)) <= fed and not self._cuts(value):
+                    fed |= used
+                    changed = True
         if function is None:
             return fed
-        inputs = parameter_names(function)
-        if returns_loss:
-            inputs = {name for name in inputs if not vocab.is_prediction_name(name)}
-        return fed - inputs
+        return fed - (parameter_names(function) - self._prediction_parameters(function))
+
+    def _prediction_parameters(self, function: FunctionNode) -> set[str]:
+        """The parameters of a loss function that hold the model's predictions: those
+        named so (``def dice_loss(y_true, y_pred)``), and those a loss function hands its
+        predictions in through (``tversky_term(y_true, y_pred)`` called in ``dice_loss``)."""
+        if vocab.is_loss_name(function.name):
+            return set(filter(vocab.is_prediction_name, parameter_names(function)))
+        return self._loss_parts.get(function.name, set())
+
+    @cached_property
+    def _loss_parts(self) -> dict[str, set[str]]:
+        """Same-file functions a loss function calls with its predictions, and the
+        parameters those arrive in: such a function computes a part of the loss."""
+        parts: dict[str, set[str]] = {}
+        for function, _ in self._functions.values():
+            if not vocab.is_loss_name(function.name):
+                continue
+            predictions = set(filter(vocab.is_prediction_name, parameter_names(function)))
+            for node in self.nodes(function) if predictions else ():
+                if not isinstance(node, ast.Call):
+                    continue
+                name = self.helper_name(node.func)
+                if name is None or vocab.is_loss_name(name):
+                    continue
+                for helper in self.functions_named(name):
+                    fed = _parameters_given(helper, node, predictions)
+                    if fed:
+                        parts.setdefault(name, set()).update(fed)
+        return parts
+
+    def _cuts(self, value: ast.expr) -> bool:
+        """Does ``value`` go through a call no gradient flows back through?"""
+        return any(
+            isinstance(node, ast.Call) and self.called(node.func) in vocab.NO_GRADIENT_CALLS
+            for node in ast.walk(value)
+        )
 
     def called(self, func: ast.expr) -> str:
         """The last part of what a call goes to, resolved through the file's imports
