@@ -2901,6 +2901,114 @@ HAND_WRITTEN = [
         (8, "NZ201"),
     ),
     case(
+        "flax: lax.cond picks a same-file function that hands the old state back",
+        """\
+        import jax
+        import jax.numpy as jnp
+        import optax
+        def apply_step(params, opt_state, grads):
+            is_finite = jnp.isfinite(optax.global_norm(grads))
+            def _do_update(_):
+                updates, new_opt_state = tx.update(grads, opt_state, params)
+                return optax.apply_updates(params, updates), new_opt_state
+            def _skip(_):
+                return params, opt_state
+            new_params, new_opt_state = jax.lax.cond(is_finite, _do_update, _skip, None)
+            return new_params, new_opt_state
+        """,
+        (11, "NZ410"),
+    ),
+    case(
+        "TF: a gradient helper fills NaN with a value the caller passes",
+        """\
+        import tensorflow as tf
+        def replace_nan(grad, val):
+            return tf.where(tf.math.is_nan(grad), val * tf.ones_like(grad), grad)
+        """,
+        (3, "NZ103"),
+    ),
+    case(
+        "an epoch loop that ends training on a NaN average loss",
+        """\
+        import numpy as np
+        def train(self):
+            for epoch in range(self.num_epochs):
+                total = 0.0
+                for batch in self.loader:
+                    loss = self.criterion(self.model(batch.x), batch.y)
+                    self.optimizer.zero_grad()
+                    loss.backward()
+                    self.optimizer.step()
+                    total += loss.item()
+                avg_loss = total / len(self.loader)
+                if np.isnan(avg_loss):
+                    print("Training stopped due to NaN loss")
+                    break
+            return self.model
+        """,
+    ),
+    case(
+        "a callback prints each non-finite gradient, then raises",
+        """\
+        import torch
+        class DebugCallback(Callback):
+            def on_before_optimizer_step(self, trainer, pl_module, optimizer):
+                if not all(torch.isfinite(t.grad).all() for t in pl_module.parameters()):
+                    for t in pl_module.parameters():
+                        if not torch.isfinite(t.grad).all():
+                            print(t.name, t.grad)
+                    raise ValueError("gradient is not finite")
+        """,
+    ),
+    case(
+        "a warning, then the gradient cleaned in the check's branch: one finding",
+        """\
+        import torch
+        def train_step(self, batch):
+            loss = self.criterion(self.model(batch.x), batch.y)
+            self.optimizer.zero_grad()
+            loss.backward()
+            for name, param in self.model.named_parameters():
+                if torch.isnan(param.grad).any():
+                    print(f"NaN gradient in {name}")
+                    param.grad = torch.where(
+                        torch.isnan(param.grad), torch.zeros_like(param.grad), param.grad
+                    )
+            self.optimizer.step()
+        """,
+        (9, "NZ103"),
+    ),
+    case(
+        "a warning, then the gradient cleaned with a named zero fill: one finding",
+        """\
+        import torch
+        def train_step(self, batch):
+            loss = self.criterion(self.model(batch.x), batch.y)
+            self.optimizer.zero_grad()
+            loss.backward()
+            for name, param in self.model.named_parameters():
+                if torch.isnan(param.grad).any():
+                    print(f"NaN gradient in {name}")
+                    zeros = torch.zeros_like(param.grad)
+                    param.grad = torch.where(torch.isnan(param.grad), zeros, param.grad)
+            self.optimizer.step()
+        """,
+        (10, "NZ106"),
+    ),
+    case(
+        "an RNN-T loss builds its start state from a constant times a mask of the logit lengths",
+        """\
+        import tensorflow as tf
+        LOG_0 = float("-inf")
+        def nan_to_zero(x):
+            return tf.where(tf.math.is_nan(x), tf.zeros_like(x), x)
+        def rnnt_loss(logits, labels, logit_length, input_max_len):
+            mask = tf.one_hot(logit_length - 1, depth=input_max_len + 1)
+            initial = nan_to_zero(LOG_0 * (1.0 - mask))
+            return -tf.reduce_mean(initial + tf.reduce_sum(logits * labels))
+        """,
+    ),
+    case(
         "a score made from the predictions, cleaned, then detached and binned as the target",
         """\
         import torch

@@ -607,7 +607,20 @@ def is_config_name(identifier: str) -> bool:
 
 # What a model's output is called, and what computes one: a value cleaned on its way to
 # the loss hides a NaN the model produced (``logits = torch.nan_to_num(logits)``).
-PREDICTION_WORDS = frozenset({"logits", "logit", "preds", "pred", "predictions", "prediction"})
+PREDICTION_WORDS = frozenset(
+    {
+        "logits",
+        "logit",
+        "preds",
+        "pred",
+        "predictions",
+        "prediction",
+        "hat",  # ``y_hat``
+        "recon",  # an autoencoder's reconstruction
+        "reconstruction",
+        "reconstructions",
+    }
+)
 MODEL_WORDS = frozenset(
     {
         "model",
@@ -641,7 +654,9 @@ LOSS_WORDS = frozenset({"loss", "losses", "criterion", "entropy", "crossentropy"
 
 @cache
 def is_prediction_name(identifier: str) -> bool:
-    return any(w in PREDICTION_WORDS for w in name_words(identifier))
+    """A model's output by its name (``logits``, ``y_pred``); ``logit_length`` is a size."""
+    words = name_words(identifier)
+    return any(w in PREDICTION_WORDS for w in words) and not is_measure_name(identifier)
 
 
 @cache

@@ -32,7 +32,6 @@ from nozero.lint.facts.scopes import (
     FunctionNode,
     Scope,
     bound_names,
-    is_nonfinite_constant,
     parameter_names,
     self_comparable,
     source_segment,
@@ -534,6 +533,23 @@ class Flows:
             return True
         return self._signal(unit, func.value, set())
 
+    def _cleans_tested(self, unit: _Unit, value: ast.expr | None, tested: set[str]) -> bool:
+        """Is ``value`` the tested signal cleaned: ``nan_to_num`` of it, or a ``where`` on
+        a test of the tested values that puts a constant in? The replace rules report such
+        a statement."""
+        if not isinstance(value, ast.Call):
+            return False
+        called = self._called(value)
+        if called in vocab.SANITIZERS:
+            return self._cleans_signal(unit, value)
+        return (
+            called == "where"
+            and len(value.args) == 3
+            and bool(_names(value.args[0]) & tested)
+            and any(self.facts.is_finite_constant(put) for put in value.args[1:])
+            and any(self._signal(unit, kept, set()) for kept in value.args[1:])
+        )
+
     def _cleans_signal(self, unit: _Unit, call: ast.Call) -> bool:
         """Does a ``nan_to_num`` call clean training signal (its argument, or the tensor
         whose method it is)?"""
@@ -687,6 +703,8 @@ class Flows:
         if kind == "go_on":
             if route.scaling or unit.scaling:
                 return False  # the scaler's own bookkeeping: NZ406 flags the skip itself
+            if self._raise_follows(unit, owner):
+                return False  # ``for t in params: if not isfinite(t.grad): print(t)`` ... raise
             steps_here = unit.trains and (loops or unit.updates_after)
             if not (
                 steps_here
@@ -695,6 +713,22 @@ class Flows:
             ):
                 return False
         return self._add(unit, kind, node, route)
+
+    def _raise_follows(self, unit: _Unit, stmt: ast.AST) -> bool:
+        """Does a ``raise`` follow ``stmt`` in a block that holds it (the check only
+        reports what the raise after it stops on)?"""
+        line = getattr(stmt, "lineno", 0)
+        for node in [unit.node, *self.facts.nodes(unit.node)]:
+            for field_name in ("body", "orelse", "finalbody"):
+                block = getattr(node, field_name, None)
+                if not isinstance(block, list):
+                    continue
+                holder = next((at for at, s in enumerate(block) if _within(s, line)), None)
+                if holder is not None and any(
+                    isinstance(s, ast.Raise) for s in block[holder + 1 :]
+                ):
+                    return True
+        return False
 
     def _returns_for_training(self, unit: _Unit, tested: set[str]) -> bool:
         """Is ``unit`` a loss function that hands the tested loss on as it is (``if
@@ -751,15 +785,16 @@ class Flows:
         if len(around) != 1:
             return False  # an inner loop: the loop around it goes on
         return self._returns_tested(unit.node, tested, after=end) or self._ends_training(
-            unit.node, innermost, brk
+            unit.node, innermost
         )
 
-    def _ends_training(self, fn: ast.AST, loop: ast.stmt, brk: ast.Break) -> bool:
-        """Is ``loop`` (the only one around ``brk``) the training loop itself: it steps
-        below the break, nothing steps after it, and the function is not one round (an
-        epoch) of a longer run? Training stops there, as it would on a raise."""
+    def _ends_training(self, fn: ast.AST, loop: ast.stmt) -> bool:
+        """Is ``loop`` (the only one around a break) the training loop itself: it steps
+        (before the break, as an epoch loop checking its average loss, or after it),
+        nothing steps after it, and the function is not one round (an epoch) of a longer
+        run? Training stops there, as it would on a raise."""
         steps = self._steps(fn)
-        if not any(_within(loop, line) and line > brk.lineno for line in steps):
+        if not any(_within(loop, line) for line in steps):
             return False
         if any(line > (loop.end_lineno or loop.lineno) for line in steps):
             return False
@@ -835,6 +870,10 @@ class Flows:
                 return "skip", stmt
             if isinstance(stmt, ast.Pass) and len(branch) == 1 and (loops or unit.updates_after):
                 return "skip", stmt
+            if isinstance(stmt, ast.Assign | ast.AnnAssign) and self._cleans_tested(
+                unit, stmt.value, tested
+            ):
+                return "replace", stmt  # ``p.grad = where(isnan(p.grad), 0, p.grad)``: once
             if isinstance(stmt, ast.Assign | ast.AugAssign | ast.AnnAssign):
                 kind = self._assign_kind(unit, stmt, tested)
                 if kind:
@@ -888,7 +927,7 @@ class Flows:
             # step itself leaves (an optimizer's ``step`` returning mid-update)
             later = [line for line in unit.updates_after if line > stmt.lineno]
             return ("skip", stmt) if later or _is_step(unit.node) else None
-        if any(map(is_nonfinite_constant, elements)):
+        if any(map(self.facts.is_nonfinite_constant, elements)):
             return None  # ``return torch.tensor(float("nan"))``: the NaN is handed on
         if isinstance(value, ast.Call):
             return "skip", stmt
@@ -916,11 +955,17 @@ class Flows:
             if isinstance(value, ast.Call) and self._called(value) in sources.ZEROING_CALLS:
                 if self.facts.is_signal(target, unit.scope):
                     # zeroed gradients or loss take no step; a model's output set to
-                    # zeros is used as if the model had made it
-                    named = (dotted_name(target) or "").rsplit(".", 1)[-1]
+                    # zeros is used as if the model had made it; ``zeros = zeros_like(g)``
+                    # only makes the value a select puts in
+                    dotted = dotted_name(target) or ""
+                    named = dotted.rsplit(".", 1)[-1]
                     if vocab.names_gradients(named) or vocab.is_signal_name(named):
                         return "zero"
-                    return "replace"
+                    if dotted.removeprefix("self.") in tested or any(
+                        dotted == dotted_name(arg) for arg in value.args[:1]
+                    ):
+                        return "replace"
+                    continue
             key = _key(target)
             if key is None:
                 continue
@@ -1108,6 +1153,9 @@ class Flows:
         if called in ("cond", "switch") and any(self._zeroes(b) for b in branches):
             self._add(unit, "zero", stmt, found[0])
             return
+        if not found[0].weak and any(self._named_fill(unit, b) for b in branches):
+            self._add(unit, "replace", stmt, found[0])  # ``where(isnan(g), zeros, g)``
+            return
         if any(self.facts.is_constant(b) for b in branches):
             # A plain constant fill is NZ103's concern, but NZ103 cannot follow a flag
             # handed back in a tuple (``grads, valid_step = self.scale_gradients(g)``),
@@ -1121,6 +1169,13 @@ class Flows:
                     self._add(unit, "replace", stmt, route)
             return
         self._keep(unit, stmt, found)
+
+    def _named_fill(self, unit: _Unit, value: ast.expr) -> bool:
+        """A name the function binds only to constant fills (``zeros = zeros_like(g)``)."""
+        if not isinstance(value, ast.Name) or not isinstance(unit.node, FunctionNode):
+            return False
+        bound = [v for names, v in self.facts.bindings(unit.node) if value.id in names]
+        return bool(bound) and all(self.facts.is_finite_constant(v) for v in bound)
 
     def _keep(self, unit: _Unit, stmt: ast.stmt, found: Flag) -> None:
         route = found[0]

@@ -94,40 +94,6 @@ def self_comparable(node: ast.expr) -> bool:
     return dotted_name(node) is not None
 
 
-# Calls that wrap one value into a tensor (``torch.tensor(float("nan"))``) or fill one
-# with it (``torch.full_like(x, float("inf"))``: the value is the last argument).
-_WRAPPING_CALLS = frozenset(
-    {"tensor", "array", "asarray", "as_tensor", "constant", "scalar_tensor"}
-)
-_FILLING_CALLS = frozenset({"full", "full_like", "fill"})
-
-
-def is_nonfinite_constant(node: ast.expr) -> bool:
-    """A NaN or an infinity written as a constant (``float("nan")``, ``-np.inf``,
-    ``torch.tensor(math.nan)``, ``jnp.full_like(x, jnp.inf)``): a value that hands the
-    non-finite on rather than hiding it."""
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub | ast.UAdd):
-        return is_nonfinite_constant(node.operand)
-    if isinstance(node, ast.Attribute | ast.Name):
-        return (getattr(node, "attr", None) or getattr(node, "id", "")).lower() in (
-            "nan",
-            "inf",
-        )
-    if not isinstance(node, ast.Call) or not node.args:
-        return False
-    called = last_part(dotted_name(node.func) or "")
-    if called == "float":
-        first = node.args[0]
-        return isinstance(first, ast.Constant) and str(first.value).strip("+-").lower() in (
-            "nan",
-            "inf",
-            "infinity",
-        )
-    if called in _WRAPPING_CALLS:
-        return is_nonfinite_constant(node.args[0])
-    return called in _FILLING_CALLS and is_nonfinite_constant(node.args[-1])
-
-
 def _names_in(node: ast.AST) -> set[str]:
     return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
 
@@ -962,6 +928,12 @@ class FileFacts:
                 return True
         return False
 
+    def _branch_returns_signal(self, branch: ast.expr) -> bool:
+        """A ``cond`` branch given as a same-file function that returns training signal
+        (``def _skip(_): return params, opt_state``)."""
+        helper = self.helper_name(branch)
+        return helper is not None and self._helper_returns_signal(helper)
+
     def _mentions(self, expr: ast.expr, names: set[str], scope: Scope) -> bool:
         """Does ``expr`` carry one of ``names`` out, rather than only use it to choose
         between training-signal values (``where(ok, new, old)``)?"""
@@ -979,7 +951,7 @@ class FileFacts:
             return False
         if isinstance(expr, ast.Call) and expr.args and self.called(expr.func) in vocab.SELECTORS:
             chosen = [*expr.args[1:], *(k.value for k in expr.keywords)]
-            if any(self.is_signal(a, scope) for a in chosen):
+            if any(self.is_signal(a, scope) or self._branch_returns_signal(a) for a in chosen):
                 return any(self._mentions(a, names, scope) for a in chosen)
         return any(
             self._mentions(child, names, scope)
@@ -1134,6 +1106,12 @@ class FileFacts:
             )
         if isinstance(node, ast.Attribute):
             return node.attr in vocab.CONSTANT_NAMES
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
+            # ``value * ones_like(g)``: a fill with a number the caller chose
+            sides = (node.left, node.right)
+            return any(map(self._is_fill, sides)) and all(
+                self._is_fill(side) or isinstance(side, ast.Name | ast.Constant) for side in sides
+            )
         if not isinstance(node, ast.Call):
             return False
         name = self.called(node.func)
@@ -1143,6 +1121,9 @@ class FileFacts:
                 for a in node.args
             )
         return name in vocab.CONSTANT_FILLS
+
+    def _is_fill(self, node: ast.expr) -> bool:
+        return isinstance(node, ast.Call) and self.called(node.func) in vocab.CONSTANT_FILLS
 
     def is_finite_constant(self, node: ast.expr) -> bool:
         """A constant that stands in for a value as a finite number (``0.0``,
