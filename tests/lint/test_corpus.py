@@ -3009,6 +3009,42 @@ HAND_WRITTEN = [
         """,
     ),
     case(
+        "GAN: a penalty term joins the generator loss only when it is not NaN",
+        """\
+        import torch
+        def train_generator(self, w_styles, generated_images, gen_loss):
+            pl_lengths = calc_pl_lengths(w_styles, generated_images)
+            pl_loss = ((pl_lengths - self.pl_mean) ** 2).mean()
+            if not torch.isnan(pl_loss):
+                gen_loss = gen_loss + pl_loss
+            gen_loss.backward()
+            self.g_optimizer.step()
+        """,
+        (5, "NZ107"),
+    ),
+    case(
+        "a penalty function cleans the value it returns",
+        """\
+        import jax.numpy as jnp
+        def divergence_penalty(velocity, positions):
+            div = jnp.sum(velocity * positions, axis=-1) / jnp.sum(positions**2, axis=-1)
+            result = jnp.mean(div**2)
+            return jnp.where(jnp.isfinite(result), result, jnp.zeros_like(result))
+        """,
+        (5, "NZ103"),
+    ),
+    case(
+        "a loss function cleans the metrics it returns beside the loss",
+        """\
+        import jax.numpy as jnp
+        def loss_fn(params, batch):
+            logits = model.apply(params, batch["x"])
+            loss = cross_entropy(logits, batch["y"])
+            accuracy = jnp.mean(jnp.argmax(logits, -1) == batch["y"])
+            return loss, jnp.where(jnp.isfinite(accuracy), accuracy, 0.0)
+        """,
+    ),
+    case(
         "a score made from the predictions, cleaned, then detached and binned as the target",
         """\
         import torch

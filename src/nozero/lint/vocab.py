@@ -649,7 +649,9 @@ MODEL_WORDS = frozenset(
     }
 )
 # Calls and functions that compute a loss (``criterion``, ``softmax_cross_entropy``).
-LOSS_WORDS = frozenset({"loss", "losses", "criterion", "entropy", "crossentropy", "nll", "mse"})
+LOSS_WORDS = frozenset(
+    {"loss", "losses", "criterion", "entropy", "crossentropy", "nll", "mse", "penalty"}
+)
 
 
 @cache

@@ -647,6 +647,8 @@ class Flows:
         for stmt in branch:
             if isinstance(stmt, ast.AugAssign) and isinstance(stmt.op, ast.Add):
                 added = stmt.value
+            elif (added := _added_to_itself(stmt)) is not None:
+                pass  # ``gen_loss = gen_loss + pl_loss``
             elif (
                 isinstance(stmt, ast.Expr)
                 and isinstance(stmt.value, ast.Call)
@@ -1544,6 +1546,24 @@ def _line_range(node: ast.AST) -> tuple[int, int]:
     lines = [d.lineno for d in getattr(node, "decorator_list", [])]
     first = min([*lines, node.lineno])  # type: ignore[attr-defined]
     return first, node.end_lineno or node.lineno  # type: ignore[attr-defined]
+
+
+def _added_to_itself(stmt: ast.stmt) -> ast.expr | None:
+    """What ``total = total + value`` adds (``value``), else None."""
+    if not (
+        isinstance(stmt, ast.Assign)
+        and len(stmt.targets) == 1
+        and isinstance(stmt.value, ast.BinOp)
+        and isinstance(stmt.value.op, ast.Add)
+    ):
+        return None
+    total = dotted_name(stmt.targets[0])
+    left, right = stmt.value.left, stmt.value.right
+    if total and dotted_name(left) == total:
+        return right
+    if total and dotted_name(right) == total:
+        return left
+    return None
 
 
 def _within(node: ast.AST, line: int) -> bool:

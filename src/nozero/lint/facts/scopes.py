@@ -541,11 +541,31 @@ class FileFacts:
             scope.not_signal |= vocab.AMBIGUOUS_SIGNAL_NAMES
         scope.not_signal |= _graphs_or_generators(self.nodes(root))
         self._propagate(bindings, scope)
-        feeding = self._predictions_feeding_loss(root, bindings) - scope.signal
+        feeding = self._predictions_feeding_loss(root, bindings) | self._returned_loss(root)
+        feeding -= scope.signal
         if feeding:
             scope.signal |= feeding
             self._propagate(bindings, scope)
         return scope
+
+    def _returned_loss(self, root: ast.AST) -> set[str]:
+        """What a loss function returns as its value (``return result``, ``return
+        where(isfinite(result), result, 0)``): the loss, whatever it is called."""
+        if not isinstance(root, FunctionNode) or not vocab.is_loss_name(root.name):
+            return set()
+        found: set[str] = set()
+        for node in self.nodes(root):
+            if not isinstance(node, ast.Return) or node.value is None:
+                continue
+            elements = node.value.elts if isinstance(node.value, ast.Tuple) else [node.value]
+            for element in elements[:1]:  # ``return loss, aux``: the loss comes first
+                if isinstance(element, ast.Call) and self.called(element.func) in (
+                    vocab.SELECTORS | vocab.SANITIZERS
+                ):
+                    found |= {a.id for a in element.args if isinstance(a, ast.Name)}
+                elif isinstance(element, ast.Name):
+                    found.add(element.id)
+        return {n for n in found if not (vocab.is_metric_name(n) or vocab.is_measure_name(n))}
 
     def _metric_results(self, bindings: list[tuple[set[str], ast.expr]]) -> set[str]:
         """Names every binding of which is a metric's result (``loss = metric.compute()``
@@ -660,7 +680,10 @@ class FileFacts:
             if isinstance(node, ast.Call) and vocab.is_loss_name(self.called(node.func)):
                 sources.extend([*node.args, *(k.value for k in node.keywords)])
             elif isinstance(node, ast.Return) and node.value is not None and returns_loss:
-                sources.append(node.value)
+                value = node.value  # ``return loss, (metrics, state)``: the loss comes first
+                sources.append(
+                    value.elts[0] if isinstance(value, ast.Tuple) and value.elts else value
+                )
         fed = set().union(*(_names_in(source) for source in sources))
         changed = bool(fed)
         while changed:  # and what those are computed from (``ratio`` from ``mu``)
