@@ -3045,6 +3045,40 @@ HAND_WRITTEN = [
         """,
     ),
     case(
+        "a NaN prior loss set to None, and the loss built without it",
+        """\
+        import torch
+        def train_step(self, pred, prior_pred, loss):
+            prior_loss = torch.nn.functional.mse_loss(pred, prior_pred)
+            if not torch.isfinite(prior_loss).all():
+                print("Prior loss is nan")
+                prior_loss = None
+            if prior_loss is not None:
+                loss = loss + prior_loss
+            loss.backward()
+            self.optimizer.step()
+        """,
+        (6, "NZ106"),
+    ),
+    case(
+        "a 0/1 overflow flag all-reduced and compared with 1 skips the step",
+        """\
+        import torch
+        def step(self, loss):
+            loss.backward()
+            overflow = torch.tensor([0.0], device="cuda")
+            for p in self.model.parameters():
+                if not torch.isfinite(p.grad).all():
+                    overflow = torch.tensor([1.0], device="cuda")
+            torch.distributed.all_reduce(overflow)
+            if overflow.item() >= 1:
+                self.logger.warning("skipping a step with non-finite gradients")
+            else:
+                self.optimizer.step()
+        """,
+        (9, "NZ201"),
+    ),
+    case(
         "a score made from the predictions, cleaned, then detached and binned as the target",
         """\
         import torch

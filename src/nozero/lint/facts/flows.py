@@ -403,8 +403,10 @@ class Flows:
         if value is None:
             return
         targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
-        if bad is not None and isinstance(value, ast.Constant) and isinstance(value.value, bool):
-            route, polarity = bad  # ``overflow = True`` where a non-finite value was found
+        truth = _constant_truth(value) if bad is not None else None
+        if bad is not None and truth is not None:
+            # ``overflow = True`` (or ``torch.tensor([1.0])``) where a non-finite value was found
+            route, polarity = bad
             for target in targets:
                 key = _key(target)
                 if key:
@@ -414,7 +416,7 @@ class Flows:
                         key.removeprefix("self."),
                         route.scaling,
                     )
-                    unit.env[key] = (flag_route, value.value)
+                    unit.env[key] = (flag_route, truth)
             return
         found = self.flag_of(unit, value)
         if isinstance(stmt, ast.AugAssign):
@@ -622,15 +624,27 @@ class Flows:
         """The reaction to a finiteness test ``stmt``: its bad branch's first one, a step
         taken only when the values are finite, or only the finite terms gathered."""
         route = found[0]
-        reacted = bool(bad_branch) and self._react(unit, bad_branch, found, tested, loops, stmt)
+        steps_when_finite = any(
+            isinstance(n, ast.Call) and self._called(n) in vocab.UPDATE_CALLS
+            for s in good_branch
+            for n in self.facts.nodes(s)
+        )
+        # ``if overflow: log.warning(...) else: optimizer.step()``: the warning is the
+        # whole reaction, and the step is not taken
+        warns_only = (
+            bool(bad_branch)
+            and steps_when_finite
+            and self._branch(unit, bad_branch, tested, loops, stmt) == ("go_on", stmt)
+        )
+        reacted = (
+            bool(bad_branch)
+            and not warns_only
+            and self._react(unit, bad_branch, found, tested, loops, stmt)
+        )
         if (
             not reacted
-            and (not bad_branch or route.scaling or unit.scaling)
-            and any(
-                isinstance(n, ast.Call) and self._called(n) in vocab.UPDATE_CALLS
-                for s in good_branch
-                for n in self.facts.nodes(s)
-            )
+            and (not bad_branch or warns_only or route.scaling or unit.scaling)
+            and steps_when_finite
         ):
             self._add(unit, "not_taken", stmt, route)
         elif not reacted and not bad_branch and self._gathers(unit, good_branch, tested):
@@ -899,12 +913,7 @@ class Flows:
         marked = _marks_a_skip(branch)
         if marked is not None:
             return "skip_flag", marked  # ``self.skip_next_update = True``: others skip on it
-        if any(
-            isinstance(s, ast.Assign)
-            and isinstance(s.value, ast.Constant)
-            and isinstance(s.value.value, bool)
-            for s in branch
-        ):
+        if any(isinstance(s, ast.Assign) and _constant_truth(s.value) is not None for s in branch):
             return None  # a flag is set: the reaction to it comes later
         return "go_on", owner
 
@@ -976,6 +985,10 @@ class Flows:
             if value is not None and self.facts.is_nonfinite_constant(value):
                 continue  # ``decrease_error = inf``: still not finite
             if _none(value):
+                if self._none_checked_after(unit, key, stmt.lineno) and (
+                    key.removeprefix("self.") in tested
+                ):
+                    return "replace"  # ``prior_loss = None`` ... ``if prior_loss is not None``
                 continue  # ``final_loss = None``: marked missing (what uses it fails loudly)
             if vocab.is_metric_name(key.rsplit(".", 1)[-1]):
                 continue  # ``f1_score = -1``: a metric reports a NaN as a marker
@@ -1172,6 +1185,18 @@ class Flows:
             return
         self._keep(unit, stmt, found)
 
+    def _none_checked_after(self, unit: _Unit, key: str, line: int) -> bool:
+        """Does the code below ``line`` ask whether ``key`` is None (and so go on
+        without the value it was to hold)?"""
+        return any(
+            isinstance(node, ast.Compare)
+            and node.lineno > line
+            and isinstance(node.ops[0], ast.Is | ast.IsNot)
+            and dotted_name(node.left) == key
+            and _none(node.comparators[0])
+            for node in self.facts.nodes(unit.node)
+        )
+
     def _named_fill(self, unit: _Unit, value: ast.expr) -> bool:
         """A name the function binds only to constant fills (``zeros = zeros_like(g)``)."""
         if not isinstance(value, ast.Name) or not isinstance(unit.node, FunctionNode):
@@ -1353,8 +1378,21 @@ class Flows:
             truthy = bool(right.value)
             if isinstance(op, ast.Eq | ast.Is):
                 return (found[0], found[1] == truthy)
-            if isinstance(op, ast.NotEq | ast.IsNot | ast.Gt):
-                return (found[0], found[1] != truthy) if not isinstance(op, ast.Gt) else found
+            if isinstance(op, ast.NotEq | ast.IsNot):
+                return found[0], found[1] != truthy
+            # a count or a 0/1 flag against a threshold: ``found_inf.item() >= 1``
+            # holds when the test was true, ``nan_count < 1`` when it was not
+            threshold = right.value if isinstance(right.value, int | float) else None
+            if threshold is None or isinstance(threshold, bool):
+                return None
+            if (isinstance(op, ast.Gt) and threshold >= 0) or (
+                isinstance(op, ast.GtE) and threshold > 0
+            ):
+                return found
+            if (isinstance(op, ast.Lt) and threshold > 0) or (
+                isinstance(op, ast.LtE) and threshold >= 0
+            ):
+                return found[0], not found[1]
         return None
 
     def _call_flag(self, unit: _Unit, call: ast.Call, extra: set[str]) -> Flag | None:
@@ -1546,6 +1584,25 @@ def _line_range(node: ast.AST) -> tuple[int, int]:
     lines = [d.lineno for d in getattr(node, "decorator_list", [])]
     first = min([*lines, node.lineno])  # type: ignore[attr-defined]
     return first, node.end_lineno or node.lineno  # type: ignore[attr-defined]
+
+
+def _constant_truth(value: ast.expr | None) -> bool | None:
+    """The truth of a flag value written as a constant: ``True``, or a 0/1 flag made a
+    tensor to be all-reduced (``torch.tensor([1.0], device=...)``); None for others."""
+    if isinstance(value, ast.Call) and last_part(dotted_name(value.func) or "") in (
+        "tensor",
+        "as_tensor",
+        "array",
+    ):
+        inner = value.args[0] if value.args else None
+        if isinstance(inner, ast.List | ast.Tuple) and len(inner.elts) == 1:
+            inner = inner.elts[0]
+        if isinstance(inner, ast.Constant) and type(inner.value) in (bool, int, float):
+            return bool(inner.value) if inner.value in (0, 1) else None
+        return None
+    if isinstance(value, ast.Constant) and isinstance(value.value, bool):
+        return value.value
+    return None
 
 
 def _added_to_itself(stmt: ast.stmt) -> ast.expr | None:
