@@ -3079,6 +3079,28 @@ HAND_WRITTEN = [
         (9, "NZ201"),
     ),
     case(
+        "a validation pass inside the training function leaves NaN batches out of its mean",
+        """\
+        import torch
+        def main(model, optimizer, train_loader, val_loader):
+            for epoch in range(10):
+                for batch in train_loader:
+                    loss = model(**batch).loss
+                    loss.backward()
+                    optimizer.step()
+                    optimizer.zero_grad()
+                val_sum, n_val = 0.0, 0
+                with torch.no_grad():
+                    for batch in val_loader:
+                        outputs = model(**batch)
+                        if torch.isnan(outputs.loss):
+                            continue
+                        val_sum += outputs.loss.item()
+                        n_val += 1
+                print(epoch, val_sum / max(n_val, 1))
+        """,
+    ),
+    case(
         "a score made from the predictions, cleaned, then detached and binned as the target",
         """\
         import torch

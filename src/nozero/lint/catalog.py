@@ -641,6 +641,45 @@ check that raises on the first non-finite loss.
 """,
     ),
     RuleEntry(
+        code="NZ409",
+        name="numpyro-stable-update",
+        message="numpyro's SVI.stable_update keeps the old state when the loss is not finite",
+        default=True,
+        doc="""\
+## What it flags
+`svi.stable_update(state, ...)` and `svi.run(..., stable_update=True)` in a file that
+imports numpyro.
+
+## Why it is harmful
+When the loss or the new state holds a NaN or an Inf, `stable_update` hands back the
+previous state and a loss as if the step had happened. The run goes on from the same
+point with the same data, so a model that has gone bad keeps repeating the failed step
+and the loss curve shows nothing wrong.
+
+## Example
+```python
+from numpyro.infer import SVI, Trace_ELBO
+
+svi = SVI(model, guide, optax.adam(1e-3), loss=Trace_ELBO())
+for step in range(num_steps):
+    state, loss = svi.stable_update(state, data)
+```
+
+## Use instead
+`svi.update`, then check the loss and raise on the step that went bad:
+
+```python
+state, loss = svi.update(state, data)
+if not jnp.isfinite(loss):
+    raise RuntimeError(f"non-finite loss at step {step}")
+```
+
+## References
+- numpyro, `SVI.stable_update` and `SVI.run(stable_update=...)`:
+  https://num.pyro.ai/en/stable/svi.html
+""",
+    ),
+    RuleEntry(
         code="NZ410",
         name="keep-old-state-on-non-finite",
         message="the update is dropped (old state kept) when it is non-finite, and nothing raises",

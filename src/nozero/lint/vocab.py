@@ -43,6 +43,7 @@ OPTAX_SWITCHES = {
 }
 NONFINITE_KEYWORD = "error_if_nonfinite"  # torch clip_grad_norm_
 NAN_FILTER_KEYWORD = "logging_nan_inf_filter"  # Hugging Face TrainingArguments
+STABLE_UPDATE = "stable_update"  # numpyro's SVI: keeps the old state on a NaN loss
 # Calls that check values and raise (a periodic one is the informational rule's concern).
 CHECK_CALLS = frozenset({"check_finite", "check_numerics"})
 
@@ -171,7 +172,7 @@ TRIGGER_WORDS = frozenset(
     | NONFINITE_EXCEPTIONS
     | CHECK_CALLS
     | set(OPTAX_SWITCHES)
-    | {NONFINITE_KEYWORD, NAN_FILTER_KEYWORD, CTC_KEYWORD}
+    | {NONFINITE_KEYWORD, NAN_FILTER_KEYWORD, CTC_KEYWORD, STABLE_UPDATE}
 )
 
 # A string literal that starts with a word for non-finite values (``"nan" in str(err)``),

@@ -1016,6 +1016,8 @@ class Flows:
         if self.facts.only_observes(where) or self.facts.in_test(where):
             return True  # evaluation, metrics, plots and tests touch no training signal
         line = getattr(node, "lineno", 1)
+        if self._in_evaluation_loop(unit, line):
+            return True
         col = getattr(node, "col_offset", 0)
         last = getattr(node, "end_lineno", line) or line
         if isinstance(node, ast.If | ast.ExceptHandler | ast.For | ast.While):
@@ -1184,6 +1186,20 @@ class Flows:
                     self._add(unit, "replace", stmt, route)
             return
         self._keep(unit, stmt, found)
+
+    def _in_evaluation_loop(self, unit: _Unit, line: int) -> bool:
+        """Is ``line`` in a loop over evaluation data (``for batch in val_loader``) that
+        takes no step: a validation pass inside the training function."""
+        return any(
+            isinstance(node, ast.For | ast.AsyncFor)
+            and _within(node, line)
+            and any(vocab.names_evaluation(name) for name in _names(node.iter))
+            and not any(
+                isinstance(n, ast.Call) and self._called(n) in vocab.UPDATE_CALLS
+                for n in ast.walk(node)
+            )
+            for node in self.facts.nodes(unit.node)
+        )
 
     def _none_checked_after(self, unit: _Unit, key: str, line: int) -> bool:
         """Does the code below ``line`` ask whether ``key`` is None (and so go on

@@ -322,10 +322,58 @@ class CtcZeroInfinity(_SwitchOff):
     ]
 
 
+class NumpyroStableUpdate(Rule):
+    """numpyro's ``SVI.stable_update``, called or chosen with ``svi.run(...,
+    stable_update=True)``: it keeps the previous state when the loss is not finite."""
+
+    code = "NZ409"
+    VALID = [
+        Example("""\
+            from numpyro.infer import SVI, Trace_ELBO
+            svi = SVI(model, guide, optimizer, loss=Trace_ELBO())
+            state, loss = svi.update(state, data)
+            result = svi.run(rng_key, 2000, data, stable_update=False)
+            """),
+        Example("""\
+            # a stable_update of another library's object, in a file without numpyro
+            state = solver.stable_update(state)
+            """),
+    ]
+    INVALID = [
+        Example(
+            """\
+            from numpyro.infer import SVI, Trace_ELBO
+            svi = SVI(model, guide, optimizer, loss=Trace_ELBO())
+            state, loss = svi.stable_update(state, data)
+            """,
+            line=3,
+        ),
+        Example(
+            """\
+            import numpyro
+            result = svi.run(rng_key, 2000, data, stable_update=True)
+            """,
+            line=2,
+        ),
+    ]
+
+    def visit_Call(self, node: cst.Call, ctx: Context) -> None:
+        if not any(q.split(".")[0] == "numpyro" for q in ctx.facts.aliases.values()):
+            return
+        if isinstance(node.func, cst.Attribute) and node.func.attr.value == vocab.STABLE_UPDATE:
+            ctx.report(node, self)
+            return
+        for arg in node.args:
+            if arg.keyword is not None and arg.keyword.value == vocab.STABLE_UPDATE:
+                if is_literal(arg.value, *_TRUE):
+                    ctx.report(arg, self)
+
+
 RULES: list[type[Rule]] = [
     OptaxApplyIfFinite,
     OptaxZeroNans,
     OptaxSkipNotFinite,
+    NumpyroStableUpdate,
     ClipGradNormNonFiniteOff,
     LoggingNanInfFilter,
     CtcZeroInfinity,
