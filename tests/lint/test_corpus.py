@@ -3101,6 +3101,53 @@ HAND_WRITTEN = [
         """,
     ),
     case(
+        "a helper from another module named for the test decides the skip",
+        """\
+        from utils.checks import has_nan_or_inf
+        def train(model, loader, optimizer):
+            for batch in loader:
+                loss = model(batch).loss
+                optimizer.zero_grad()
+                loss.backward()
+                if has_nan_or_inf([p.grad for p in model.parameters()]):
+                    continue
+                optimizer.step()
+        """,
+        (8, "NZ201"),
+    ),
+    case(
+        "a flag named for the test, bound from another module's helper and turned 0/1",
+        """\
+        import torch
+        from utils import is_gradient_nan
+        def update(self):
+            self.loss.backward()
+            is_grad_nan = is_gradient_nan(self.value_model)
+            is_grad_nan = torch.where(is_grad_nan, 1.0, 0.0)
+            torch.distributed.all_reduce(is_grad_nan)
+            if is_grad_nan.item() >= 1:
+                self.optimizer.zero_grad()
+                return
+            self.optimizer.step()
+        """,
+        (9, "NZ201"),
+    ),
+    case(
+        "names that only look like finiteness tests",
+        """\
+        import torch
+        from utils import is_inference_mode, nan_error_check
+        def train(model, loader, optimizer):
+            for batch in loader:
+                if is_inference_mode():
+                    continue
+                loss = model(batch).loss
+                nan_error_check(loss)
+                loss.backward()
+                optimizer.step()
+        """,
+    ),
+    case(
         "a score made from the predictions, cleaned, then detached and binned as the target",
         """\
         import torch

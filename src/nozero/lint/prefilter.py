@@ -39,6 +39,7 @@ def could_hold_finding(text: str) -> bool:
         or vocab.FLOW_SCREEN.search(text)
         or vocab.binds_flag(text)
         or any(suffix in text for suffix in vocab.SETTING_SUFFIXES)
+        or bool(vocab.nonfinite_test_names(text, first_only=True))
     )
 
 

@@ -552,6 +552,82 @@ def name_words(identifier: str) -> list[str]:
     return [w.lower() for w in _WORD_SPLIT.split(identifier) if w]
 
 
+# A name that says it tests for non-finite values (``has_nan_or_inf``, ``is_gradient_nan``,
+# ``found_inf_flag``; ``grads_are_finite``): a call of such a helper from another file, or
+# a name bound from an opaque call, is read as that test.
+_NONFINITE_NAME_WORDS = frozenset(
+    {"nan", "nans", "inf", "infs", "nonfinite", "notfinite", "infinite"}
+)
+_TEST_NAME_WORDS = frozenset(
+    {"is", "has", "any", "contains", "contain", "check", "detect", "detected", "found"}
+    | {"got", "exists", "all", "are"}
+)
+_NEGATION_WORDS = frozenset({"not", "no", "non"})
+# ... unless it says it raises or does something else (``assert_tree_all_finite``,
+# ``nan_error_check``, ``nan_if_all_nan``)
+_NOT_A_TEST_WORDS = frozenset({"assert", "raise", "raises", "error", "if", "to", "hook"})
+# The substrings every such name holds (a cheap first screen before the word split),
+# and the lowercase letters that may follow one inside such a word (``nans``, ``infinite``).
+NONFINITE_NAME_CORES = ("nan", "Nan", "NaN", "inf", "Inf", "finite", "Finite")
+_CORE_ENDINGS = frozenset("si")
+
+
+@cache
+def nonfinite_name_polarity(identifier: str) -> bool | None:
+    """True for a name of a test that holds when a value is not finite (``has_nan``),
+    False for one that holds when all are finite (``grads_are_finite``), None for any
+    other name (``nan_count``, ``neg_inf``, ``is_inference``)."""
+    words = name_words(identifier)
+    if len(words) < 2 or is_measure_name(identifier) or is_metric_name(identifier):
+        return None
+    if not _TEST_NAME_WORDS.intersection(words) or _NOT_A_TEST_WORDS.intersection(words):
+        return None
+    negated = bool(_NEGATION_WORDS.intersection(words))
+    if _NONFINITE_NAME_WORDS.intersection(words):
+        return not negated
+    if "finite" in words:
+        return negated
+    return None
+
+
+def nonfinite_test_names(text: str, first_only: bool = False) -> list[int]:
+    """Offsets of the identifiers in ``text`` named for a finiteness test."""
+    found: list[int] = []
+    seen: set[int] = set()
+    # one lowercase copy and three searches instead of seven (offsets only stay put in
+    # ASCII text)
+    searched, cores = (
+        (text.lower(), ("nan", "inf", "finite"))
+        if text.isascii()
+        else (
+            text,
+            NONFINITE_NAME_CORES,
+        )
+    )
+    for core in cores:
+        at = searched.find(core)
+        while at >= 0:
+            start, end = at, at + len(core)
+            follows = text[end : end + 1]
+            joined = follows == "_" or text[start - 1 : start] == "_" or text[at].isupper()
+            if not joined or (follows.islower() and follows not in _CORE_ENDINGS):
+                # a word of its own (``isnan``, ``info``, ``inference``): a name of two or
+                # more words joins them with ``_`` or capitals
+                at = searched.find(core, end)
+                continue
+            while start and is_word_char(text[start - 1]):
+                start -= 1
+            while end < len(text) and is_word_char(text[end]):
+                end += 1
+            if start not in seen and nonfinite_name_polarity(text[start:end]) is not None:
+                if first_only:
+                    return [start]
+                seen.add(start)
+                found.append(start)
+            at = searched.find(core, end)
+    return sorted(found)
+
+
 @cache
 def names_gradients(identifier: str) -> bool:
     """``grads``, ``grad_norm``, ``backward``; not ``requires_grad`` or ``no_grad``."""

@@ -171,6 +171,8 @@ class Flows:
     def _run(self) -> None:
         tree = self.facts.tree
         self._lines = self._word_lines(_SOURCE_WORDS)
+        starts = line_starts(self.text)
+        self._lines |= {bisect_right(starts, at) for at in vocab.nonfinite_test_names(self.text)}
         if "==" in self.text:  # ``loss == inf``
             self._lines |= {
                 number
@@ -1438,6 +1440,20 @@ class Flows:
                 first, line = returned[0], call.lineno
                 route = Route(line, f"{helper}()", None, first.scaling, by_name=first.by_name)
                 return route, returned[1]
+        if called == "where" and len(call.args) == 3:  # ``where(found, ones, zeros)``
+            truths = [_fill_truth(branch) for branch in call.args[1:]]
+            found = self.flag_of(unit, call.args[0], extra)
+            if found and None not in truths and truths[0] != truths[1]:
+                return found[0], found[1] == truths[0]
+        polarity = vocab.nonfinite_name_polarity(called) if helper is None else None
+        if polarity is not None:  # ``has_nan_or_inf(grads)``, a helper from another file
+            arguments = [*call.args, *(k.value for k in call.keywords)]
+            route = self._route(call, f"{called}()")
+            if not (
+                vocab.is_signal_name(called) or any(self._signal(unit, a, extra) for a in arguments)
+            ):
+                route = dataclasses.replace(route, weak=True)
+            return route, polarity
         if called in _MAPPERS and len(call.args) >= 2:  # tree map of a test over signal
             mapped, trees = call.args[0], call.args[1:]
             if any(self._signal(unit, tree, extra) for tree in trees):
@@ -1600,6 +1616,16 @@ def _line_range(node: ast.AST) -> tuple[int, int]:
     lines = [d.lineno for d in getattr(node, "decorator_list", [])]
     first = min([*lines, node.lineno])  # type: ignore[attr-defined]
     return first, node.end_lineno or node.lineno  # type: ignore[attr-defined]
+
+
+def _fill_truth(value: ast.expr) -> bool | None:
+    """True for ``ones_like(x)`` or ``1``, False for ``zeros_like(x)`` or ``0``."""
+    if isinstance(value, ast.Call):
+        called = last_part(dotted_name(value.func) or "")
+        return {"ones_like": True, "ones": True, "zeros_like": False, "zeros": False}.get(called)
+    if isinstance(value, ast.Constant) and type(value.value) in (int, float, bool):
+        return bool(value.value) if value.value in (0, 1) else None
+    return None
 
 
 def _constant_truth(value: ast.expr | None) -> bool | None:
@@ -1772,6 +1798,9 @@ def _named_flag(key: str | None, line: int, origin: str, scaler: bool) -> Flag |
         return Route(line, origin, base, scaler, by_name=True), True
     if base in sources.GOOD_FLAG_NAMES:
         return Route(line, origin, base, scaler, by_name=True), False
+    polarity = vocab.nonfinite_name_polarity(base)  # ``found_inf_flag = ...``
+    if polarity is not None:
+        return Route(line, origin, base, scaler, by_name=True), polarity
     return None
 
 
