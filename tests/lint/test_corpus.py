@@ -3148,6 +3148,19 @@ HAND_WRITTEN = [
         """,
     ),
     case(
+        "a step-size controller resets an infinite inverse error after stop_gradient",
+        """\
+        import jax.numpy as jnp
+        from jax import lax
+        def adapt_step_size(self, prev_dt, scaled_error):
+            inv_scaled_error = lax.stop_gradient(1 / jnp.asarray(scaled_error))
+            factor = jnp.clip(self.safety * inv_scaled_error, 0.2, 10.0)
+            pred = (inv_scaled_error == 0) | jnp.isinf(inv_scaled_error)
+            inv_scaled_error = jnp.where(pred, 1, inv_scaled_error)
+            return prev_dt * factor, inv_scaled_error
+        """,
+    ),
+    case(
         "a score made from the predictions, cleaned, then detached and binned as the target",
         """\
         import torch

@@ -802,6 +802,12 @@ class FileFacts:
             yield node
             if isinstance(node, ast.Call) and self.computes_metric(node):
                 continue
+            if isinstance(node, ast.Call) and self.called(node.func) in vocab.NO_GRADIENT_CALLS:
+                # ``lax.stop_gradient(x)``, ``x.detach()``: the name says nothing of the
+                # value, which is what it is given
+                receiver = [node.func.value] if isinstance(node.func, ast.Attribute) else []
+                stack.extend([*receiver, *node.args, *(k.value for k in node.keywords)])
+                continue
             stack.extend(ast.iter_child_nodes(node))
 
     def computes_metric(self, call: ast.Call) -> bool:
