@@ -47,6 +47,24 @@ def opt_in_or_not(
     )
 
 
+def _warn_then_clean(cleaning: str) -> str:
+    """A train step that warns on a NaN gradient, then cleans it with ``cleaning``."""
+    head = textwrap.dedent(
+        """\
+        import torch
+        def train_step(self, batch):
+            loss = self.criterion(self.model(batch.x), batch.y)
+            self.optimizer.zero_grad()
+            loss.backward()
+            for name, param in self.model.named_parameters():
+                if torch.isnan(param.grad).any():
+                    print(f"NaN gradient in {name}")
+        """
+    )
+    step = "    self.optimizer.step()\n"
+    return head + textwrap.indent(textwrap.dedent(cleaning), " " * 12) + step
+
+
 HAND_WRITTEN = [
     # ---- torch: the decision goes through a flag ------------------------------------
     case(
@@ -2962,37 +2980,23 @@ HAND_WRITTEN = [
     ),
     case(
         "a warning, then the gradient cleaned in the check's branch: one finding",
-        """\
-        import torch
-        def train_step(self, batch):
-            loss = self.criterion(self.model(batch.x), batch.y)
-            self.optimizer.zero_grad()
-            loss.backward()
-            for name, param in self.model.named_parameters():
-                if torch.isnan(param.grad).any():
-                    print(f"NaN gradient in {name}")
-                    param.grad = torch.where(
-                        torch.isnan(param.grad), torch.zeros_like(param.grad), param.grad
-                    )
-            self.optimizer.step()
-        """,
+        _warn_then_clean(
+            """\
+            param.grad = torch.where(
+                torch.isnan(param.grad), torch.zeros_like(param.grad), param.grad
+            )
+            """
+        ),
         (9, "NZ103"),
     ),
     case(
         "a warning, then the gradient cleaned with a named zero fill: one finding",
-        """\
-        import torch
-        def train_step(self, batch):
-            loss = self.criterion(self.model(batch.x), batch.y)
-            self.optimizer.zero_grad()
-            loss.backward()
-            for name, param in self.model.named_parameters():
-                if torch.isnan(param.grad).any():
-                    print(f"NaN gradient in {name}")
-                    zeros = torch.zeros_like(param.grad)
-                    param.grad = torch.where(torch.isnan(param.grad), zeros, param.grad)
-            self.optimizer.step()
-        """,
+        _warn_then_clean(
+            """\
+            zeros = torch.zeros_like(param.grad)
+            param.grad = torch.where(torch.isnan(param.grad), zeros, param.grad)
+            """
+        ),
         (10, "NZ106"),
     ),
     case(

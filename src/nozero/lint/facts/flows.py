@@ -170,9 +170,7 @@ class Flows:
 
     def _run(self) -> None:
         tree = self.facts.tree
-        self._lines = self._word_lines(_SOURCE_WORDS)
-        starts = line_starts(self.text)
-        self._lines |= {bisect_right(starts, at) for at in vocab.nonfinite_test_names(self.text)}
+        self._lines = self._word_lines(_SOURCE_WORDS, named_tests=True)
         if "==" in self.text:  # ``loss == inf``
             self._lines |= {
                 number
@@ -237,11 +235,17 @@ class Flows:
             return True
         return any(_any_within(self._lines_of_flag(key), first, last) for key in unit.env)
 
-    def _word_lines(self, words: set[str] | frozenset[str], comparisons: bool = True) -> set[int]:
+    def _word_lines(
+        self, words: set[str] | frozenset[str], comparisons: bool = True, named_tests: bool = False
+    ) -> set[int]:
+        """Lines holding one of ``words``, a self-comparison, and (``named_tests``) a name
+        of a finiteness test (``has_nan_or_inf``)."""
         text = self.text
         offsets = vocab.word_offsets(text, words)
         if comparisons:
             offsets += vocab.self_comparisons(text)
+        if named_tests:
+            offsets += vocab.nonfinite_test_names(text)
         starts = line_starts(text)
         return {bisect_right(starts, offset) for offset in offsets}
 
@@ -331,11 +335,11 @@ class Flows:
         return scaler_at_work(n for stmt in branch for n in ast.walk(stmt))
 
     def _steps(self, fn: ast.AST) -> list[int]:
-        return sorted(
-            node.lineno
-            for node in self.facts.nodes(fn)
-            if isinstance(node, ast.Call) and self._called(node) in vocab.UPDATE_CALLS
-        )
+        return sorted(node.lineno for node in self.facts.nodes(fn) if self._is_update(node))
+
+    def _is_update(self, node: ast.AST) -> bool:
+        """A call that steps (``optimizer.step()``, ``apply_updates``, ``backward``)."""
+        return isinstance(node, ast.Call) and self._called(node) in vocab.UPDATE_CALLS
 
     def _trains(self, root: ast.AST) -> bool:
         """Does the code step, compute gradients or loop over batches, or is it named
@@ -627,9 +631,7 @@ class Flows:
         taken only when the values are finite, or only the finite terms gathered."""
         route = found[0]
         steps_when_finite = any(
-            isinstance(n, ast.Call) and self._called(n) in vocab.UPDATE_CALLS
-            for s in good_branch
-            for n in self.facts.nodes(s)
+            self._is_update(n) for s in good_branch for n in self.facts.nodes(s)
         )
         # ``if overflow: log.warning(...) else: optimizer.step()``: the warning is the
         # whole reaction, and the step is not taken
@@ -1196,10 +1198,7 @@ class Flows:
             isinstance(node, ast.For | ast.AsyncFor)
             and _within(node, line)
             and any(vocab.names_evaluation(name) for name in _names(node.iter))
-            and not any(
-                isinstance(n, ast.Call) and self._called(n) in vocab.UPDATE_CALLS
-                for n in ast.walk(node)
-            )
+            and not any(map(self._is_update, ast.walk(node)))
             for node in self.facts.nodes(unit.node)
         )
 
@@ -1618,14 +1617,19 @@ def _line_range(node: ast.AST) -> tuple[int, int]:
     return first, node.end_lineno or node.lineno  # type: ignore[attr-defined]
 
 
+def _zero_or_one(value: ast.expr | None) -> bool | None:
+    """The truth of a constant ``0``, ``1``, ``0.0``, ``1.0``, ``False`` or ``True``."""
+    if isinstance(value, ast.Constant) and type(value.value) in (bool, int, float):
+        return bool(value.value) if value.value in (0, 1) else None
+    return None
+
+
 def _fill_truth(value: ast.expr) -> bool | None:
     """True for ``ones_like(x)`` or ``1``, False for ``zeros_like(x)`` or ``0``."""
     if isinstance(value, ast.Call):
         called = last_part(dotted_name(value.func) or "")
         return {"ones_like": True, "ones": True, "zeros_like": False, "zeros": False}.get(called)
-    if isinstance(value, ast.Constant) and type(value.value) in (int, float, bool):
-        return bool(value.value) if value.value in (0, 1) else None
-    return None
+    return _zero_or_one(value)
 
 
 def _constant_truth(value: ast.expr | None) -> bool | None:
@@ -1639,9 +1643,7 @@ def _constant_truth(value: ast.expr | None) -> bool | None:
         inner = value.args[0] if value.args else None
         if isinstance(inner, ast.List | ast.Tuple) and len(inner.elts) == 1:
             inner = inner.elts[0]
-        if isinstance(inner, ast.Constant) and type(inner.value) in (bool, int, float):
-            return bool(inner.value) if inner.value in (0, 1) else None
-        return None
+        return _zero_or_one(inner)
     if isinstance(value, ast.Constant) and isinstance(value.value, bool):
         return value.value
     return None

@@ -169,6 +169,12 @@ def parameter_names(fn: FunctionNode | ast.Lambda) -> set[str]:
     return {a.arg for a in every if a is not None} - {"self", "cls"}
 
 
+def _loss_returned(value: ast.expr) -> ast.expr:
+    """The loss in what a loss function returns: ``return loss, (metrics, state)`` puts
+    it first."""
+    return value.elts[0] if isinstance(value, ast.Tuple) and value.elts else value
+
+
 def _parameters_given(function: FunctionNode, call: ast.Call, names: set[str]) -> set[str]:
     """The parameters of ``function`` that ``call`` passes a value made from ``names`` to."""
     args = function.args
@@ -557,14 +563,13 @@ class FileFacts:
         for node in self.nodes(root):
             if not isinstance(node, ast.Return) or node.value is None:
                 continue
-            elements = node.value.elts if isinstance(node.value, ast.Tuple) else [node.value]
-            for element in elements[:1]:  # ``return loss, aux``: the loss comes first
-                if isinstance(element, ast.Call) and self.called(element.func) in (
-                    vocab.SELECTORS | vocab.SANITIZERS
-                ):
-                    found |= {a.id for a in element.args if isinstance(a, ast.Name)}
-                elif isinstance(element, ast.Name):
-                    found.add(element.id)
+            value = _loss_returned(node.value)
+            if isinstance(value, ast.Call) and self.called(value.func) in (
+                vocab.SELECTORS | vocab.SANITIZERS
+            ):
+                found |= {a.id for a in value.args if isinstance(a, ast.Name)}
+            elif isinstance(value, ast.Name):
+                found.add(value.id)
         return {n for n in found if not (vocab.is_metric_name(n) or vocab.is_measure_name(n))}
 
     def _metric_results(self, bindings: list[tuple[set[str], ast.expr]]) -> set[str]:
@@ -645,11 +650,9 @@ class FileFacts:
         fed = self._names_reaching_a_loss(root, bindings)
         if not fed:  # most scopes compute no loss: nothing to follow
             return set()
-        predictions = set()
+        predictions: set[str] = set()
         if isinstance(root, FunctionNode):
-            parameters = parameter_names(root)
-            predictions = fed & parameters
-            predictions |= self._prediction_parameters(root)
+            predictions = (fed & parameter_names(root)) | self._prediction_parameters(root)
         changed = True
         while changed:
             changed = False
@@ -680,16 +683,18 @@ class FileFacts:
             if isinstance(node, ast.Call) and vocab.is_loss_name(self.called(node.func)):
                 sources.extend([*node.args, *(k.value for k in node.keywords)])
             elif isinstance(node, ast.Return) and node.value is not None and returns_loss:
-                value = node.value  # ``return loss, (metrics, state)``: the loss comes first
-                sources.append(
-                    value.elts[0] if isinstance(value, ast.Tuple) and value.elts else value
-                )
+                sources.append(_loss_returned(node.value))
         fed = set().union(*(_names_in(source) for source in sources))
+        # and what those are computed from (``ratio`` from ``mu``), but through no call a
+        # gradient does not flow back through
+        made_from = [
+            (names, _names_in(value)) for names, value in bindings if not self._cuts(value)
+        ]
         changed = bool(fed)
-        while changed:  # and what those are computed from (``ratio`` from ``mu``)
+        while changed:
             changed = False
-            for names, value in bindings:
-                if names & fed and not (used := _names_in(value)) <= fed and not self._cuts(value):
+            for names, used in made_from:
+                if names & fed and not used <= fed:
                     fed |= used
                     changed = True
         if function is None:
@@ -712,7 +717,7 @@ class FileFacts:
         for function, _ in self._functions.values():
             if not vocab.is_loss_name(function.name):
                 continue
-            predictions = set(filter(vocab.is_prediction_name, parameter_names(function)))
+            predictions = self._prediction_parameters(function)
             for node in self.nodes(function) if predictions else ():
                 if not isinstance(node, ast.Call):
                     continue
