@@ -3274,6 +3274,195 @@ HAND_WRITTEN = [
         """,
         (12, "NZ410"),
     ),
+    # ---- NaN-ignoring reductions of the losses -----------------------------------------
+    case(
+        "per-sample losses reduced with nanmean in a training step",
+        """\
+        def training_step(self, batch):
+            losses = self.criterion(self.model(batch["x"]), batch["y"])
+            loss = losses.nanmean()
+            loss.backward()
+            self.optimizer.step()
+        """,
+        (3, "NZ107"),
+    ),
+    case(
+        "a JAX loss function hands back the nanmean of its per-sample losses",
+        """\
+        import jax.numpy as jnp
+        def loss_fn(params, batch, model):
+            pred = model.apply(params, batch["x"])
+            loss = jnp.square(pred - batch["y"])
+            mean_loss = jnp.nanmean(loss)
+            return mean_loss, pred
+        """,
+        (5, "NZ107"),
+    ),
+    case(
+        "a NaN-ignoring mean of an error measure, or of NumPy errors, is no loss",
+        """\
+        import jax.numpy as jnp
+        import numpy as np
+        def train_step(state, batch):
+            loss, grads = grad_fn(state.params, batch)
+            pred = state.apply_fn(state.params, batch["x"])
+            errp = jnp.nanmean(pred / batch["y"] * 100.0)
+            return state.apply_gradients(grads=grads), errp
+        def mse_loss(y, y_hat):
+            return np.nanmean(np.square(y - y_hat))
+        """,
+    ),
+    # ---- an optional scaler: the check is the code's own -------------------------------
+    case(
+        "a grad-norm skip where the scaler is optional (used only behind `scaler is not None`)",
+        """\
+        import torch
+        from typing import Optional
+        from torch.cuda.amp import GradScaler
+        def train_one_epoch(model, iterator, optimizer, scaler: Optional[GradScaler]):
+            for batch in iterator:
+                loss = model(**batch)
+                if scaler is not None:
+                    scaler.scale(loss).backward()
+                else:
+                    loss.backward()
+                grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                if not torch.isfinite(grad_norm):
+                    logging.warning("grad norm is %s, skipping the update", grad_norm)
+                    if scaler is not None:
+                        for opt in [optimizer]:
+                            if opt is None:
+                                continue
+                            scaler.step(opt)
+                            scaler.update()
+                else:
+                    stats = {"loss_scale": scaler.get_scale() if scaler else 1.0}
+                    if scaler is not None:
+                        scaler.step(optimizer)
+                        scaler.update()
+                    else:
+                        optimizer.step()
+                optimizer.zero_grad()
+        """,
+        (12, "NZ201"),
+    ),
+    case(
+        "a skip behind `use_fp16 and scaler is not None`: the plain path skips too",
+        """\
+        import torch
+        def train_epoch(self, model, loader, optim, scaler):
+            for batch in loader:
+                loss = model(batch)
+                if self.use_fp16 and scaler is not None:
+                    scaler.scale(loss).backward()
+                else:
+                    loss.backward()
+                grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                if not torch.isfinite(grad_norm):
+                    optim.zero_grad()
+                    continue
+                if self.use_fp16 and scaler is not None:
+                    scaler.step(optim)
+                    scaler.update()
+                else:
+                    optim.step()
+        """,
+        (11, "NZ201"),
+    ),
+    case(
+        "a NaN loss skipped where a grad scaler always works is the code's own skip",
+        """\
+        import torch
+        def train(self, loader):
+            for batch in loader:
+                out = self.model(batch)
+                record_loss = out["loss"].detach()
+                is_nan = torch.tensor(int(torch.isnan(record_loss).any()))
+                dist.all_reduce(is_nan)
+                if is_nan.item() > 0:
+                    continue
+                self.scaler.scale(out["loss"]).backward()
+                self.scaler.step(self.optimizer)
+                self.scaler.update()
+        """,
+        (9, "NZ201"),
+    ),
+    *opt_in_or_not(
+        "an fp16 optimizer's OverflowError where the scaler shows only on the fp16 side",
+        """\
+        def train_step(self, samples):
+            overflow = False
+            try:
+                self.task.train_step(samples, self.model, self.optimizer)
+                self.optimizer.step()
+            except OverflowError:
+                overflow = True
+                self.zero_grad()
+            if self.cfg.fp16 and not self.cfg.bf16:
+                log_scalar("loss_scale", self.optimizer.scaler.loss_scale)
+        """,
+        every_rule=[(8, "NZ406")],
+    ),
+    # ---- loss classes ------------------------------------------------------------------
+    case(
+        "a loss module cleans its input, the model's output (torch's forward(input, target))",
+        """\
+        import torch
+        from torch import nn
+        class DDPLoss(nn.Module):
+            def forward(self, input, target, natoms):
+                if not torch.all(input.isfinite()):
+                    input = torch.nan_to_num(input, nan=0.0)
+                return self.loss_fn(input, target, natoms)
+        """,
+        (6, "NZ101"),
+    ),
+    case(
+        "a loss module weighting classes from its target: infinite weights are label work",
+        """\
+        import torch
+        from torch import nn
+        class GeneralizedDiceLoss(nn.Module):
+            def forward(self, input, target):
+                n_pred_ch = input.shape[1]
+                target = one_hot(target, num_classes=n_pred_ch)
+                ground_o = torch.sum(target, [2, 3])
+                w = self.w_func(ground_o.float())
+                infs = torch.isinf(w)
+                w[infs] = 0.0
+                tp = (input * target).sum([2, 3])
+                return 1.0 - (2.0 * (tp * w).sum(1)) / (w.sum(1) + 1e-5)
+        """,
+    ),
+    case(
+        "a loss module leaves out structures whose label is NaN (pairs from zip)",
+        """\
+        import torch
+        from torch import nn
+        class CombinedLoss(nn.Module):
+            def forward(self, targets, prediction):
+                preds, labels = [], []
+                for pred, label in zip(prediction["m"], targets["m"], strict=True):
+                    if label is not None and not torch.isnan(label).any():
+                        preds.append(pred)
+                        labels.append(label)
+                return self.criterion(torch.cat(preds), torch.cat(labels))
+        """,
+    ),
+    case(
+        "a distillation loss masks the positions where the logits were masked to -inf",
+        """\
+        import torch
+        import torch.nn.functional as F
+        class ForwardKLLoss(torch.nn.Module):
+            def forward(self, student_logits, teacher_logits, labels):
+                teacher_prob = F.softmax(teacher_logits, dim=-1)
+                inf_mask = torch.isinf(student_logits)
+                student_logprob = F.log_softmax(student_logits, dim=-1)
+                prod_probs = torch.masked_fill(teacher_prob * student_logprob, inf_mask, 0)
+                return -torch.sum(prod_probs, dim=-1).mean()
+        """,
+    ),
 ]
 
 # ---- the same reactions behind every finiteness test ---------------------------------

@@ -261,7 +261,10 @@ score may be replaced as you like; it is not flagged.
 Per-sample losses indexed by a finiteness mask before they are reduced:
 `losses[torch.isfinite(losses)].mean()`, `loss = loss[~loss.isnan()]`, or a mask kept in
 a variable first, in code that trains or hands the losses back to it; or only the
-finite terms gathered into a sum (`if not torch.isnan(loss): losses.append(loss)`). An
+finite terms gathered into a sum (`if not torch.isnan(loss): losses.append(loss)`); or
+the losses reduced with a mean or sum that skips NaN (`losses.nanmean()`,
+`jnp.nanmean(loss)` in a loss function, `torch.nansum`), which drops them with no test
+at all (NumPy's own `nanmean` computes no gradient and is left alone). An
 analysis that keeps the finite points to itself (a learning-rate finder's suggestion)
 and a running average for the logs (`avg += float(loss) / n`) are not flagged.
 
@@ -551,7 +554,10 @@ that implements scaling (a scaler class or subclass, or one that moves the scale
 another method). A trainer class that merely holds a `GradScaler` is not one: its own
 code that zeroes NaN gradients is reported by the default rules, and so is a check
 outside the scaler's branch of an AMP switch (`if self.use_amp: scaler.step(opt) else:
-opt.step()`). Also a `GradScaler`'s
+opt.step()`, `if use_fp16 and scaler is not None:`, `scaler.get_scale() if scaler else
+1.0`): the plain path skips too. So is a skip on a non-finite loss, which is no gradient
+overflow, while an `except OverflowError`, which only a scaler raises, stays here even
+when the scaler shows only on the fp16 side of such a switch. Also a `GradScaler`'s
 `step` and apex's `amp.scale_loss` (whose patched `optimizer.step` is skipped when the
 scaled gradients overflow), which skip by themselves, and a non-finite gradient norm
 replaced by a marker (`-1`) that the overflow check reads. A flag's name alone

@@ -126,6 +126,9 @@ CTC_KEYWORD = "zero_infinity"  # torch CTCLoss
 # code binds or reads a flag (``overflow = ...``, ``x.overflow``, ``except OverflowError``).
 # apex's ``amp.scale_loss``: its patched ``optimizer.step`` skips the step on overflow.
 APEX_SCALE_LOSS = "scale_loss"
+# Reductions that leave NaN elements out (``losses.nanmean()``): per-sample NaN losses
+# vanish from the loss without a test.
+NAN_REDUCTIONS = frozenset({"nanmean", "nansum"})
 COMMON_FLOW_WORDS = frozenset({"overflow", "finite", "OverflowError"})
 FLAG_TEXT = re.compile(
     r"\.overflow\b|\b(?:overflow|finite)\b[\s)\],]*=(?!=)|except\b[^\n:]*\bOverflowError\b"
@@ -142,11 +145,14 @@ FLOW_WORDS = frozenset(
     | GOOD_FLAG_NAMES
     | {"OverflowError", CTC_KEYWORD, "scaler", "_scaler", "grad_scaler", "loss_scaler"}
     | {APEX_SCALE_LOSS}
+    | NAN_REDUCTIONS
 )
 SCREEN_FLOW_WORDS = FLOW_WORDS - COMMON_FLOW_WORDS
 # Substrings at least one of which every flow word, and FLAG_TEXT's every match, holds:
 # a cheap first screen before the word search.
 FLOW_CORES = (
+    "nanmean",
+    "nansum",
     "overflow",
     "Overflow",
     "check_using_norm",

@@ -21,6 +21,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import functools
+import re
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -56,6 +57,7 @@ WHAT = {
     "go_on": "nothing stops training here",
     "replace": "the value is replaced here",
     "drop": "the non-finite samples are dropped here",
+    "nan_drop": "the NaN samples are left out here",
     "keep": "the old state is kept here",
     "sentinel": "the value is replaced by a marker for the overflow check here",
     "scaler_step": "the scaler skips this step when the gradients overflow",
@@ -65,8 +67,10 @@ WHAT = {
 # Words of a function that runs one round of a longer training run.
 _ROUND_WORDS = frozenset({"epoch", "epochs", "round", "rounds", "episode", "episodes"})
 _FORCED_SCALING = frozenset({"sentinel", "scaler_step", "apex_scale"})
-# Reactions that are a scaler's call, not a test: their route names the call.
-_SCALER_CALLS = frozenset({"scaler_step", "apex_scale"})
+# ... and one that no loss scaler ever does (a NaN-ignoring mean of the losses)
+_NOT_SCALING = frozenset({"nan_drop"})
+# Reactions that are a call, not a test: their route names the call.
+_CALL_REACTIONS = frozenset({"scaler_step", "apex_scale", "nan_drop"})
 _CLAMPS = frozenset({"clamp", "clamp_", "clip", "clip_by_value", "nan_to_num", "where"})
 
 
@@ -100,7 +104,7 @@ class Reaction:
         what = WHAT[self.kind]
         if route.flag:
             return f"{route.flag} set at line {route.line} from {route.origin}; {what}"
-        if self.kind in _SCALER_CALLS:
+        if self.kind in _CALL_REACTIONS:
             return f"{route.origin}: {what}"
         if route.line != self.line:
             return f"{route.origin} tested at line {route.line}; {what}"
@@ -317,18 +321,10 @@ class Flows:
         return False
 
     def _unswitched(self, fn: ast.AST) -> Iterator[ast.AST]:
-        """The function's nodes but those in the scaler's branch of an AMP switch (``if
-        self.use_amp: scaler.step(opt) else: opt.step()``): a scaler used only there
-        leaves the rest of the function, and the check in it, the code's own. Lazy: most
-        functions' text names no scale, and then nothing is walked."""
-        switched: set[int] = set()
-        for node in self.facts.nodes(fn):
-            if isinstance(node, ast.If):
-                present = _scaler_present(node.test)
-                if present is not None:
-                    for stmt in node.body if present else node.orelse:
-                        switched.update(id(n) for n in ast.walk(stmt))
-        yield from (n for n in self.facts.nodes(fn) if id(n) not in switched)
+        """The function's nodes but those on the scaler's side of an AMP switch (see
+        ``_outside_amp_switches``). Lazy: most functions' text names no scale, and then
+        nothing is walked."""
+        yield from _outside_amp_switches(self.facts.nodes(fn))
 
     def _scales(self, branch: list[ast.stmt]) -> bool:
         """Does a scaler work in ``branch`` (the scaler's side of an AMP switch)?"""
@@ -493,7 +489,13 @@ class Flows:
     ) -> None:
         caught = _caught(handler, self.facts)
         if "OverflowError" in caught and unit.trains and self._trains_on_signal(unit, guarded):
-            route = Route(handler.lineno, "OverflowError", None, unit.scaling)
+            # a scaler raises it: one used only on the fp16 side of a switch still counts
+            scaling = unit.scaling
+            if not scaling and isinstance(unit.node, FunctionNode):
+                first, last = _line_range(unit.node)
+                nodes = self.facts.nodes(unit.node)
+                scaling = scaler_in_lines(nodes, self.text, first, last)
+            route = Route(handler.lineno, "OverflowError", None, scaling)
             self._react(unit, handler.body, (route, True), set(), loops, handler)
             self._block(unit, handler.body, loops, (route, True))
         else:
@@ -596,7 +598,9 @@ class Flows:
                 if present is not None:
                     # ``if self.scaler is not None: ... else:``: no scaler in the ``else``;
                     # ``if self.use_amp: scaler.step(opt)``: the scaler's own branch
-                    unit.scaling = bool(scaler) and (scaling or self._scales(branch))
+                    unit.scaling = bool(scaler) and (
+                        scaling or self._scales(branch) or _uses_switched_scaler(stmt.test, branch)
+                    )
                     unit.scaler_branch = unit.scaling
                 try:
                     self._block(unit, branch, loops, bad)
@@ -607,9 +611,10 @@ class Flows:
         bad_branch, good_branch = (stmt.body, stmt.orelse) if polarity else (stmt.orelse, stmt.body)
         tested = _names(stmt.test)
         scaling = unit.scaling
-        if not scaling and any(_mentions_a_scaler(n) for n in [stmt.test, *bad_branch]):
+        mentioned = [*ast.walk(stmt.test), *_outside_amp_switches(_walk(bad_branch))]
+        if not scaling and any(map(_names_a_scaler, mentioned)):
             unit.scaling = True  # ``if scaler.has_overflow_serial or ...``: the scaler's
-        elif scaling and not route.scaling and _tests_a_loss(tested):
+        elif scaling and not route.scaling and _tests_a_loss(tested | _origin_names(route)):
             unit.scaling = False  # a non-finite loss is no fp16 gradient overflow
         try:
             self._react_to_test(unit, stmt, found, tested, loops, bad_branch, good_branch)
@@ -757,7 +762,7 @@ class Flows:
         fn = unit.node
         if not isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
             return False
-        if not vocab.is_loss_name(fn.name) or self.facts.only_observes(fn.lineno):
+        if not self.facts.is_loss_function(fn) or self.facts.only_observes(fn.lineno):
             return False
         return self._returns_tested(fn, tested)
 
@@ -850,10 +855,18 @@ class Flows:
         )
 
     def _branch(
-        self, unit: _Unit, branch: list[ast.stmt], tested: set[str], loops: int, owner: ast.AST
+        self,
+        unit: _Unit,
+        branch: list[ast.stmt],
+        tested: set[str],
+        loops: int,
+        owner: ast.AST,
+        inner: bool = False,
     ) -> tuple[str, ast.AST] | None:
         """(kind, statement) of the first reaction in ``branch``; None if it raises or
-        hands the values back; ("go_on", owner) if it only observes."""
+        hands the values back; ("go_on", owner) if it only observes. ``inner``: the
+        branch is the body of a loop the reaction's own branch runs (``for opt in
+        optimizers: if ...: continue``), whose ``continue`` and ``break`` leave no step."""
         for at, stmt in enumerate(branch):
             if self._raises(stmt):
                 return None
@@ -886,6 +899,8 @@ class Flows:
                 return None  # ``error = "loss is nan"; break`` ... ``raise RuntimeError(error)``
             if isinstance(stmt, ast.Break) and loops and self._break_is_no_skip(unit, stmt, tested):
                 return None  # the loop is left for good: the code after it decides
+            if isinstance(stmt, ast.Continue | ast.Break) and inner:
+                continue
             if isinstance(stmt, ast.Continue | ast.Break) and loops:
                 return "skip", stmt
             if isinstance(stmt, ast.Pass) and len(branch) == 1 and (loops or unit.updates_after):
@@ -900,7 +915,7 @@ class Flows:
                     return kind, stmt
             if isinstance(stmt, ast.If) and _strong(self.flag_of(unit, stmt.test)) is None:
                 outcomes = [
-                    self._branch(unit, sub, tested, loops, owner)
+                    self._branch(unit, sub, tested, loops, owner, inner)
                     for sub in (stmt.body, stmt.orelse)
                 ]
                 for outcome in outcomes:
@@ -909,7 +924,8 @@ class Flows:
                 if all(o is None for o in outcomes) and stmt.orelse:
                     return None
             if isinstance(stmt, ast.For | ast.While | ast.With):
-                outcome = self._branch(unit, stmt.body, tested, loops, owner)
+                looped = inner or not isinstance(stmt, ast.With)
+                outcome = self._branch(unit, stmt.body, tested, loops, owner, looped)
                 if outcome is None:
                     return None
                 if outcome[0] != "go_on":
@@ -1027,7 +1043,9 @@ class Flows:
         if isinstance(node, ast.If | ast.ExceptHandler | ast.For | ast.While):
             last = line
         key = (line, col, kind)
-        scaling = route.scaling or unit.scaling or kind in _FORCED_SCALING
+        scaling = kind not in _NOT_SCALING and (
+            route.scaling or unit.scaling or kind in _FORCED_SCALING
+        )
         if key not in self._reactions:
             self._reactions[key] = Reaction(kind, line, col, line, last, route, scaling)
         return True
@@ -1075,6 +1093,8 @@ class Flows:
                     receiver = [node.func.value] if isinstance(node.func, ast.Attribute) else []
                     for subject in [*receiver, *node.args[:1]]:
                         self._drop(unit, stmt, subject, extra)
+                    if called in vocab.NAN_REDUCTIONS:
+                        self._nan_reduction(unit, stmt, node, [*receiver, *node.args[:1]])
             elif isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
                 # ``bad * err + (~bad) * norm`` with ``err = tensor(-1.0)``
                 for one, other in ((node.left, node.right), (node.right, node.left)):
@@ -1093,6 +1113,28 @@ class Flows:
                         unit, node.orelse, extra
                     ):
                         self._keep(unit, stmt, found)
+
+    def _nan_reduction(
+        self, unit: _Unit, stmt: ast.stmt, call: ast.Call, subjects: list[ast.expr]
+    ) -> None:
+        """``loss = losses.nanmean()`` in code that trains (or a loss function handing the
+        loss back): a NaN sample leaves the loss with no test at all. Only losses count:
+        a NaN-ignoring metric (``errp = nanmean(pred / y)``) is the logs' business."""
+        if (self.facts.qualified(call.func) or "").startswith("numpy."):
+            return  # NumPy's arrays carry no gradient: an error measure, not the loss
+        targets = stmt.targets if isinstance(stmt, ast.Assign) else []
+        if isinstance(stmt, ast.AnnAssign | ast.AugAssign):
+            targets = [stmt.target]
+        hands_back = isinstance(stmt, ast.Assign | ast.AnnAssign) and self._hands_back(unit, stmt)
+        if not (unit.trains or hands_back or isinstance(stmt, ast.Return)):
+            return
+        named = [dotted_name(n) or "" for n in [*targets, *subjects]]
+        if not any(vocab.is_loss_name(name.rsplit(".", 1)[-1]) for name in named):
+            return
+        # ``losses.nanmean()`` or ``jnp.nanmean(losses)``: a module is never signal
+        if any(self.facts.is_signal(subject, unit.scope) for subject in subjects):
+            shown = dotted_name(call.func) or self._called(call)
+            self._add(unit, "nan_drop", stmt, Route(call.lineno, f"{shown}()", None, False))
 
     def _hands_back(self, unit: _Unit, stmt: ast.Assign | ast.AnnAssign) -> bool:
         """Does the function return what ``stmt`` binds (a loss for the caller's step),
@@ -1542,6 +1584,14 @@ def _tests_a_loss(tested: set[str]) -> bool:
     return loss and not words & vocab.GRADIENT_WORDS
 
 
+def _origin_names(route: Route) -> set[str]:
+    """The names a flag's test looked at (``record_loss`` in ``isnan(record_loss)``)."""
+    return set(_IDENTIFIER.findall(route.origin)) if route.flag else set()
+
+
+_IDENTIFIER = re.compile(r"[A-Za-z_][\w.]*")
+
+
 def _passes_through(found: Flag, test: ast.expr, if_true: ast.expr, if_false: ast.expr) -> bool:
     """Is the value picked on a non-finite test the tested value itself
     (``where(isfinite(t), clip(t, max=1.0), t)``)? The NaN or Inf goes on as it was:
@@ -1763,6 +1813,10 @@ def _scaler_present(test: ast.expr) -> bool | None:
     """Does ``test`` hold when a loss scaler is in use (``self.scaler is not None``,
     ``if scaler:``, ``if args.fp16:``, ``if self.use_amp:``), or when none is (``scaler is
     None``, ``not self.scaler``)? None when it asks nothing of a scaler."""
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+        # ``self.use_fp16 and scaler is not None``: the body needs every operand
+        answers = {_scaler_present(value) for value in test.values} - {None}
+        return answers.pop() if len(answers) == 1 else None
     negated = False
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
         test, negated = test.operand, True
@@ -1777,13 +1831,43 @@ def _scaler_present(test: ast.expr) -> bool | None:
     return present != negated
 
 
-def _mentions_a_scaler(node: ast.AST) -> bool:
-    """Does ``node`` use a loss scaler object (``self.loss_scaler.has_overflow_serial``)?"""
+def _names_a_scaler(node: ast.AST) -> bool:
+    """Is ``node`` a loss scaler object's name (``self.loss_scaler``, ``scaler``)?"""
+    if isinstance(node, ast.Attribute):
+        return "scaler" in vocab.name_words(node.attr)
+    return isinstance(node, ast.Name) and "scaler" in vocab.name_words(node.id)
+
+
+def _uses_switched_scaler(test: ast.expr, branch: list[ast.stmt]) -> bool:
+    """``if grad_scaler is not None: state = grad_scaler._per_optimizer_states[...]``:
+    the branch reads the scaler object its switch asked for."""
+    asked = {dotted_name(n) for n in ast.walk(test) if _names_a_scaler(n)} - {None}
     return any(
-        isinstance(n, ast.Attribute | ast.Name)
-        and "scaler" in vocab.name_words(n.attr if isinstance(n, ast.Attribute) else n.id)
-        for n in ast.walk(node)
+        isinstance(n, ast.Attribute) and dotted_name(n.value) in asked for n in _walk(branch)
     )
+
+
+def _walk(statements: list[ast.stmt]) -> list[ast.AST]:
+    return [node for stmt in statements for node in ast.walk(stmt)]
+
+
+def _outside_amp_switches(nodes: list[ast.AST]) -> Iterator[ast.AST]:
+    """``nodes`` (a walk) but those on the scaler's side of an AMP switch (``if
+    self.use_amp: scaler.step(opt) else: opt.step()``, ``scaler.get_scale() if scaler
+    else 1.0``), the switch's own test, and type annotations (``scaler:
+    Optional[GradScaler]`` names a type): a scaler used only there leaves the rest of the
+    code, and a check in it, the code's own."""
+    switched: set[int] = set()
+    for node in nodes:
+        if isinstance(node, ast.arg) and node.annotation is not None:
+            switched.update(id(n) for n in ast.walk(node.annotation))
+        if isinstance(node, ast.If | ast.IfExp):
+            present = _scaler_present(node.test)
+            if present is not None:
+                side = node.body if present else node.orelse
+                for part in [node.test, *(side if isinstance(side, list) else [side])]:
+                    switched.update(id(n) for n in ast.walk(part))
+    return (n for n in nodes if id(n) not in switched)
 
 
 # Words of a name that switches loss scaling on (``self.scaler``, ``use_amp``, ``fp16``).

@@ -24,6 +24,11 @@ from nozero.lint.scaling import scaler_in_lines
 
 FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef
 _SCOPE_BOUNDARY = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+# What describes a value's size, kind or place rather than holding it.
+_DESCRIPTIONS = frozenset({"shape", "ndim", "dtype", "device", "is_cuda"})
+_DESCRIBING_CALLS = frozenset({"len", "size", "dim", "numel", "nelement"})
+# The methods a loss class computes its loss in (torch ``forward``, Keras ``call``).
+_LOSS_ENTRY_METHODS = frozenset({"forward", "__call__", "call"})
 # Reductions that keep a finiteness test a test (``isnan(g).any()``, ``jnp.all(ok)``),
 # and conversions that gather tests into one array (``jnp.array([isfinite(u) ...])``).
 _BOOLEAN_CALLS = frozenset(
@@ -96,6 +101,39 @@ def self_comparable(node: ast.expr) -> bool:
 
 def _names_in(node: ast.AST) -> set[str]:
     return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+
+
+_INFINITY_TESTS = frozenset({"isinf", "isneginf", "isposinf", "is_inf"})
+
+
+def _names_logits(node: ast.expr) -> bool:
+    """Logits by name: -inf is how a logit is masked out (padding, banned tokens)."""
+    name = (dotted_name(node) or "").rsplit(".", 1)[-1]
+    return bool({"logits", "logit"}.intersection(vocab.name_words(name)))
+
+
+def _describes(node: ast.AST) -> bool:
+    """Is ``node`` only a description of values (``input.shape[1]``, ``len(batch)``)?"""
+    return not _values_in(node) and _names_in(node) != set()
+
+
+def _values_in(node: ast.AST) -> set[str]:
+    """The names whose values ``node`` computes with: not those it only asks the size,
+    kind or place of (``input.shape[1]``, ``len(grads)``)."""
+    found: set[str] = set()
+    stack = [node]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.Name):
+            found.add(node.id)
+        elif isinstance(node, ast.Attribute) and node.attr in _DESCRIPTIONS:
+            continue
+        elif isinstance(node, ast.Call) and last_part(dotted_name(node.func) or "") in (
+            _DESCRIBING_CALLS
+        ):
+            continue
+        stack.extend(ast.iter_child_nodes(node))
+    return found
 
 
 def compares_itself(node: ast.Compare) -> bool:
@@ -238,16 +276,48 @@ def _bindings(nodes: list[ast.AST]) -> list[tuple[set[str], ast.expr]]:
     """(names, value) for each binding among one scope's ``nodes``."""
     found: list[tuple[set[str], ast.expr]] = []
     for node in nodes:
-        if isinstance(node, ast.Assign):
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            found.extend(_paired(node.targets[0], node.value, iterated=False))
+        elif isinstance(node, ast.Assign):
             names = set().union(*(bound_names(t) for t in node.targets))
             found.append((names, node.value))
         elif isinstance(node, ast.AnnAssign | ast.AugAssign | ast.NamedExpr) and node.value:
             found.append((bound_names(node.target), node.value))
         elif isinstance(node, ast.For | ast.AsyncFor | ast.comprehension):
-            found.append((bound_names(node.target), node.iter))
+            found.extend(_paired(node.target, node.iter, iterated=True))
         elif isinstance(node, ast.withitem) and node.optional_vars is not None:
             found.append((bound_names(node.optional_vars), node.context_expr))
     return [(names, value) for names, value in found if names]
+
+
+def _paired(target: ast.expr, value: ast.expr, iterated: bool) -> list[tuple[set[str], ast.expr]]:
+    """Each name of ``target`` with the part of ``value`` it is bound to, where the
+    shapes match: ``a, b = x, y``; ``for pred, target in zip(preds, targets)``; ``for i,
+    x in enumerate(xs)`` (``i`` counts). Elsewhere every name is bound to all of it."""
+    elements = target.elts if isinstance(target, ast.Tuple | ast.List) else None
+    if not elements or any(isinstance(e, ast.Starred) for e in elements):
+        return [(bound_names(target), value)]
+    parts: list[ast.expr] | None = None
+    if iterated and isinstance(value, ast.Call):  # ``zip(a, b, strict=True)`` too
+        called = getattr(value.func, "id", None)
+        if called == "zip":
+            parts = value.args
+        elif called == "enumerate" and len(value.args) == 1 and len(elements) == 2:
+            parts = [ast.copy_location(ast.Constant(0), value), value.args[0]]
+            return [(bound_names(elements[0]), parts[0]), *_paired(elements[1], parts[1], True)]
+    elif not iterated and isinstance(value, ast.Tuple | ast.List):
+        parts = value.elts
+    if (
+        parts is None
+        or len(parts) != len(elements)
+        or any(isinstance(part, ast.Starred) for part in parts)
+    ):
+        return [(bound_names(target), value)]
+    return [
+        pair
+        for element, part in zip(elements, parts, strict=True)
+        for pair in _paired(element, part, iterated)
+    ]
 
 
 @dataclass(frozen=True)
@@ -402,7 +472,7 @@ class FileFacts:
                     vocab.STEPPING_NAME_WORDS.intersection(vocab.name_words(fn.name))
                     and not evaluation
                 )
-                or vocab.is_loss_name(fn.name)
+                or self.is_loss_function(fn)
                 or fn.lineno in self._optimizer_methods
             )
             marked = bool(called & vocab.OBSERVING_MARKERS) or bool(curvature) or evaluation
@@ -486,6 +556,20 @@ class FileFacts:
             lambda cls: any("Optimizer" in last_part(dotted_name(b) or "") for b in cls.bases)
         )
 
+    def is_loss_function(self, function: FunctionNode) -> bool:
+        """A function named for a loss (``def dice_loss``), or the entry point of a loss
+        class (``class DDPLoss(nn.Module): def forward``, a Keras ``Loss.call``)."""
+        if vocab.is_loss_name(function.name):
+            return True
+        return function.name in _LOSS_ENTRY_METHODS and function.lineno in self._loss_class_methods
+
+    @cached_property
+    def _loss_class_methods(self) -> frozenset[int]:
+        # ``MAELoss``, ``DDPLoss``: a capital run before ``Loss`` is one word to split on
+        return self._marked_functions(
+            lambda cls: cls.name.endswith("Loss") or vocab.is_loss_name(cls.name)
+        )
+
     def _marked_functions(
         self,
         class_mark: Callable[[ast.ClassDef], bool],
@@ -557,7 +641,7 @@ class FileFacts:
     def _returned_loss(self, root: ast.AST) -> set[str]:
         """What a loss function returns as its value (``return result``, ``return
         where(isfinite(result), result, 0)``): the loss, whatever it is called."""
-        if not isinstance(root, FunctionNode) or not vocab.is_loss_name(root.name):
+        if not isinstance(root, FunctionNode) or not self.is_loss_function(root):
             return set()
         found: set[str] = set()
         for node in self.nodes(root):
@@ -653,14 +737,16 @@ class FileFacts:
         predictions: set[str] = set()
         if isinstance(root, FunctionNode):
             predictions = (fed & parameter_names(root)) | self._prediction_parameters(root)
+        # a size is no prediction, whatever its name (``n_pred_ch = input.shape[1]``)
+        valued = [(names, value) for names, value in bindings if not _describes(value)]
         changed = True
         while changed:
             changed = False
-            for names, value in bindings:
+            for names, value in valued:
                 if not names <= predictions and (
                     any(vocab.is_prediction_name(n) for n in names)
                     or self._calls_model(value)
-                    or bool(_names_in(value) & predictions)
+                    or bool(_values_in(value) & predictions)
                 ):
                     predictions |= names
                     changed = True
@@ -677,7 +763,7 @@ class FileFacts:
         sources: list[ast.AST] = [v for names, v in bindings if any(map(vocab.is_loss_name, names))]
         function = root if isinstance(root, ast.FunctionDef | ast.AsyncFunctionDef) else None
         returns_loss = function is not None and (
-            vocab.is_loss_name(function.name) or function.name in self._loss_parts
+            self.is_loss_function(function) or function.name in self._loss_parts
         )
         for node in self.nodes(root):
             if isinstance(node, ast.Call) and vocab.is_loss_name(self.called(node.func)):
@@ -688,7 +774,7 @@ class FileFacts:
         # and what those are computed from (``ratio`` from ``mu``), but through no call a
         # gradient does not flow back through
         made_from = [
-            (names, _names_in(value)) for names, value in bindings if not self._cuts(value)
+            (names, _values_in(value)) for names, value in bindings if not self._cuts(value)
         ]
         changed = bool(fed)
         while changed:
@@ -705,8 +791,12 @@ class FileFacts:
         """The parameters of a loss function that hold the model's predictions: those
         named so (``def dice_loss(y_true, y_pred)``), and those a loss function hands its
         predictions in through (``tversky_term(y_true, y_pred)`` called in ``dice_loss``)."""
-        if vocab.is_loss_name(function.name):
-            return set(filter(vocab.is_prediction_name, parameter_names(function)))
+        if self.is_loss_function(function):
+            parameters = parameter_names(function)
+            # torch's loss modules take ``forward(self, input, target)``: the input is
+            # the model's output
+            given = {"input"} & parameters if parameters & {"target", "targets"} else set()
+            return set(filter(vocab.is_prediction_name, parameters)) | given
         return self._loss_parts.get(function.name, set())
 
     @cached_property
@@ -715,7 +805,7 @@ class FileFacts:
         parameters those arrive in: such a function computes a part of the loss."""
         parts: dict[str, set[str]] = {}
         for function, _ in self._functions.values():
-            if not vocab.is_loss_name(function.name):
+            if not self.is_loss_function(function):
                 continue
             predictions = self._prediction_parameters(function)
             for node in self.nodes(function) if predictions else ():
@@ -807,6 +897,10 @@ class FileFacts:
             yield node
             if isinstance(node, ast.Call) and self.computes_metric(node):
                 continue
+            if isinstance(node, ast.Attribute) and node.attr in _DESCRIPTIONS:
+                continue  # ``input.shape[1]``: how big a value is, not the value
+            if isinstance(node, ast.Call) and self.called(node.func) in _DESCRIBING_CALLS:
+                continue  # ``len(grads)``, ``loss.size(0)``, ``x.dim()``
             if isinstance(node, ast.Call) and self.called(node.func) in vocab.NO_GRADIENT_CALLS:
                 # ``lax.stop_gradient(x)``, ``x.detach()``: the name says nothing of the
                 # value, which is what it is given
@@ -883,6 +977,8 @@ class FileFacts:
         name = self.called(call.func)
         subject = self.predicate_subject(call)
         if subject is not None:
+            if name in _INFINITY_TESTS and _names_logits(subject):
+                return False  # ``isinf(student_logits)``: where logits were masked to -inf
             return lens.signal(subject)
         helper = self.helper_name(call.func)
         if helper is not None and self.is_predicate_helper(helper):

@@ -280,12 +280,17 @@ class ValueReplacedOnNonFinite(FlowRule):
 
 class NonFiniteSamplesDropped(FlowRule):
     code = "NZ107"
-    kinds = frozenset({"drop"})
+    kinds = frozenset({"drop", "nan_drop"})
     VALID = [
         Example("""\
             import numpy as np
             def load(features):
                 return features[np.isfinite(features).all(axis=1)]
+            """),
+        Example("""\
+            import numpy as np
+            def mean_absolute_error(y, y_hat):
+                return np.nanmean(np.abs(y - y_hat))
             """),
     ]
     INVALID = [
@@ -316,6 +321,15 @@ class NonFiniteSamplesDropped(FlowRule):
                 return ctc_loss.sum()
             """,
             line=5,
+        ),
+        Example(
+            """\
+            def training_step(self, batch):
+                losses = self.criterion(self.model(batch.x), batch.y)
+                loss = losses.nanmean()
+                loss.backward()
+            """,
+            line=3,
         ),
     ]
 
