@@ -3463,6 +3463,46 @@ HAND_WRITTEN = [
                 return -torch.sum(prod_probs, dim=-1).mean()
         """,
     ),
+    *opt_in_or_not(
+        "a loss class calling its own forward makes no other forward a loss part",
+        """\
+        import torch
+        from torch import nn
+        class EncoderLayer(nn.Module):
+            def forward(self, hidden_states, attention_mask):
+                hidden_states = self.norm(hidden_states + self.attn(hidden_states, attention_mask))
+                if self.training:
+                    if not torch.isfinite(hidden_states).all():
+                        clamp_value = torch.finfo(hidden_states.dtype).max - 1000
+                        hidden_states = torch.clamp(hidden_states, -clamp_value, clamp_value)
+                return hidden_states
+        class SegmentationLoss(nn.Module):
+            def forward(self, mask_logits, class_logits, mask_labels, auxiliary=None):
+                losses = self.dice(mask_logits, class_logits, mask_labels)
+                for aux in auxiliary or []:
+                    losses += self.forward(aux["mask_logits"], class_logits, mask_labels)
+                return losses
+        """,
+        every_rule=[(9, "NZ408")],
+    ),
+    case(
+        "a criterion passes on a zero_infinity setting whose default the file declares off",
+        """\
+        import torch.nn.functional as F
+        from dataclasses import dataclass, field
+        @dataclass
+        class CtcCriterionConfig:
+            zero_infinity: bool = field(default=False)
+        class CtcCriterion:
+            def __init__(self, cfg):
+                self.zero_infinity = cfg.zero_infinity
+            def forward(self, model, sample):
+                lprobs = model(**sample["net_input"])
+                return F.ctc_loss(lprobs, sample["target"], sample["lengths"],
+                                  sample["target_lengths"], zero_infinity=self.zero_infinity)
+        """,
+        every_rule=True,
+    ),
 ]
 
 # ---- the same reactions behind every finiteness test ---------------------------------

@@ -399,6 +399,26 @@ class FileFacts:
     def defines_function(self, name: str) -> bool:
         return name in self._functions_by_name
 
+    def declares_setting(self, name: str) -> bool:
+        """Does the file give the setting ``name`` a default (``zero_infinity: bool =
+        field(default=False)`` in a config class, ``def __init__(self, zero_infinity=False)``)?
+        A switch rule reports the default there, not each read of it."""
+        return name in self._declared_settings
+
+    @cached_property
+    def _declared_settings(self) -> frozenset[str]:
+        found: set[str] = set()
+        for node in ast.walk(self.tree):
+            if isinstance(node, ast.AnnAssign) and node.value is not None:
+                found |= bound_names(node.target)
+            elif isinstance(node, ast.arguments):
+                positional = [*node.posonlyargs, *node.args]
+                found |= {a.arg for a in positional[len(positional) - len(node.defaults) :]}
+                found |= {
+                    a.arg for a, d in zip(node.kwonlyargs, node.kw_defaults, strict=True) if d
+                }
+        return frozenset(found)
+
     def functions_named(self, name: str) -> list[FunctionNode]:
         return self._functions_by_name.get(name, [])
 
@@ -812,8 +832,8 @@ class FileFacts:
                 if not isinstance(node, ast.Call):
                     continue
                 name = self.helper_name(node.func)
-                if name is None or vocab.is_loss_name(name):
-                    continue
+                if name is None or vocab.is_loss_name(name) or name in _LOSS_ENTRY_METHODS:
+                    continue  # ``forward`` is every module's: calling one runs a module
                 for helper in self.functions_named(name):
                     fed = _parameters_given(helper, node, predictions)
                     if fed:

@@ -180,8 +180,10 @@ class _SwitchOff(Rule):
         if isinstance(value, cst.Call) and ctx.called(value) == "get" and len(value.args) >= 2:
             value = value.args[1].value  # ``config.get("zero_infinity", True)``: its default
         read = value.attr.value if isinstance(value, cst.Attribute) else ""
-        if is_literal(value, *self.bad_value) or (self.follows_settings and self._named(read)):
+        if is_literal(value, *self.bad_value):
             ctx.report(node, self)
+        elif self.follows_settings and self._named(read) and not ctx.facts.declares_setting(read):
+            ctx.report(node, self)  # a setting whose default this file does not show
 
 
 class ClipGradNormNonFiniteOff(_SwitchOff):
