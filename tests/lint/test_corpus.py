@@ -3503,6 +3503,59 @@ HAND_WRITTEN = [
         """,
         every_rule=True,
     ),
+    # ---- helpers from other modules named for cleaning non-finite values --------------
+    case(
+        "an imported helper named for replacing NaN, given the gradients",
+        """\
+        import tensorflow as tf
+        from .utils import replace_nan
+        def minimize_step(model, loss_fn, optimizer, batch):
+            with tf.GradientTape() as tape:
+                loss = loss_fn(model(batch))
+            gradients = tape.gradient(loss, model.trainable_variables)
+            gradients = [replace_nan(grad, 0) for grad in gradients]
+            optimizer.apply_gradients(zip(gradients, model.trainable_variables))
+        """,
+        (7, "NZ101"),
+    ),
+    case(
+        "an imported NaN-to-zero helper under another name",
+        """\
+        from helpers import nan_to_zero as scrub
+        def train_step(model, batch, optimizer):
+            loss = model(batch).loss
+            loss.backward()
+            for p in model.parameters():
+                p.grad = scrub(p.grad)
+            optimizer.step()
+        """,
+        (6, "NZ101"),
+    ),
+    case(
+        "a gradient hook named for turning NaN into zeros, defined elsewhere",
+        """\
+        from .hooks import nan_to_zero_hook
+        def train(checkpoint, loss_func):
+            for p in checkpoint.model.parameters():
+                p.register_hook(nan_to_zero_hook)
+            for batch in checkpoint.batch_iterator:
+                loss_func(checkpoint.model, batch).backward()
+                checkpoint.optimizer.step()
+        """,
+        (4, "NZ102"),
+    ),
+    case(
+        "helpers that divide safely, make Inf NaN, or clean the input data",
+        """\
+        from .utils import divide_no_nan, inf_to_nan, remove_nans
+        def train_step(model, batch, optimizer):
+            features = remove_nans(batch["features"])
+            loss = divide_no_nan(model(features).sum(), batch["count"])
+            loss = inf_to_nan(loss)
+            loss.backward()
+            optimizer.step()
+        """,
+    ),
 ]
 
 # ---- the same reactions behind every finiteness test ---------------------------------

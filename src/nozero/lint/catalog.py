@@ -94,7 +94,10 @@ grads = jnp.nan_to_num(grads)  # noqa: NZ101 padding rows carry no gradient
 ## What it flags
 `nan_to_num` (numpy, jax.numpy, torch; also `torch.nan_to_num_`, the `.nan_to_num_()`
 tensor method and the `out=` form) applied to loss, gradients, updates, parameters or
-optimizer state, directly or through a helper function in the same file. A model's
+optimizer state, directly or through a helper function in the same file, or through a
+helper from another module named for cleaning non-finite values (`replace_nan(grad,
+0)`, `nan_to_zero`, `clean_infs`; not `divide_no_nan`, `inf_to_nan` or a name that
+tests, counts or raises). A model's
 outputs count too when the loss is computed from them in the same function
 (`logits = self.head(x)`, `logits = torch.nan_to_num(logits)`, then
 `cross_entropy(logits, labels)`): the NaN the model produced is hidden from the loss.
@@ -130,7 +133,8 @@ step=step)` raises the documented error. Clean *input data* where it is loaded i
 `nan_to_num` passed as a function value: mapped over a tree of training signal
 (`jax.tree.map`, `jax.tree_util.tree_map`, `tf.nest.map_structure`, `map`) or registered
 as a gradient hook (`tensor.register_hook`, module backward hooks), including
-`functools.partial(nan_to_num, ...)` and lambdas that call it.
+`functools.partial(nan_to_num, ...)` and lambdas that call it, and a hook from another
+module named for cleaning non-finite values (`p.register_hook(nan_to_zero_hook)`).
 
 ## Why it is harmful
 A hook or a tree map runs on every gradient of every step: a NaN anywhere is silently

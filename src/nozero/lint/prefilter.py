@@ -39,7 +39,7 @@ def could_hold_finding(text: str) -> bool:
         or vocab.FLOW_SCREEN.search(text)
         or vocab.binds_flag(text)
         or any(suffix in text for suffix in vocab.SETTING_SUFFIXES)
-        or bool(vocab.nonfinite_test_names(text, first_only=True))
+        or bool(vocab.nonfinite_names(text, vocab.names_nonfinite_helper, first_only=True))
     )
 
 
@@ -261,11 +261,12 @@ def candidate_units(
     one of this file's names for one (an import alias, a finiteness flag, a helper that
     sanitizes or tests), narrowed to the statements holding them. Finding the helpers and
     flags needs the functions that hold triggers, hence the fixed point."""
-    names = set(vocab.TRIGGER_WORDS) | facts.scope(0).flags
+    names = set(vocab.TRIGGER_WORDS) | facts.scope(0).flags | vocab.sanitizer_names(source)
     names |= {
         local
         for local, qualified in facts.aliases.items()
         if last_part(qualified) in vocab.TRIGGER_WORDS
+        or vocab.names_sanitizer(last_part(qualified))
     }
     triggers = TriggerLines(source)
     triggers.add_words(names - vocab.TRIGGER_WORDS)

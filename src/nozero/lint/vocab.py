@@ -4,7 +4,7 @@ the rules all read them from here so that a word added for a rule is also a trig
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from functools import cache
 
 # Functions and tensor methods that test for non-finite values.
@@ -596,8 +596,75 @@ def nonfinite_name_polarity(identifier: str) -> bool | None:
     return None
 
 
+# ... and those of a helper that cleans values (``replace_nan``, ``nan_to_zero``,
+# ``nan_to_num_hook``, ``clean_infs``), but not ``divide_no_nan`` (safe division) or a
+# name that tests, counts or raises.
+_SANITIZING_WORDS = frozenset(
+    {"replace", "remove", "fix", "clean", "zero", "zeros", "fill", "drop", "to"}
+    | {"sanitize", "sanitise", "scrub", "purge", "strip", "filter"}
+)
+_NOT_SANITIZING_WORDS = (
+    _TEST_NAME_WORDS
+    | _NEGATION_WORDS
+    | {"assert", "raise", "raises"}
+    | {
+        "error",
+        "if",
+        "safe",
+        "count",
+    }
+)
+
+
+@cache
+def names_sanitizer(identifier: str) -> bool:
+    """Is ``identifier`` named for replacing non-finite values (``replace_nan``)?"""
+    ordered = [word.lower() for word in name_words(identifier)]
+    words = set(ordered)
+    into_nonfinite = any(  # ``inf_to_nan``: the value is made NaN, not hidden
+        a == "to" and b in _NONFINITE_NAME_WORDS for a, b in zip(ordered, ordered[1:], strict=False)
+    )
+    return (
+        len(words) >= 2
+        and not into_nonfinite
+        and bool(words & _NONFINITE_NAME_WORDS)
+        and bool(words & _SANITIZING_WORDS)
+        and not words & _NOT_SANITIZING_WORDS
+        and not is_metric_name(identifier)
+    )
+
+
 def nonfinite_test_names(text: str, first_only: bool = False) -> list[int]:
     """Offsets of the identifiers in ``text`` named for a finiteness test."""
+    return nonfinite_names(text, nonfinite_name_polarity_known, first_only)
+
+
+def nonfinite_name_polarity_known(identifier: str) -> bool:
+    return nonfinite_name_polarity(identifier) is not None
+
+
+def names_nonfinite_helper(identifier: str) -> bool:
+    """Named for a finiteness test or for cleaning non-finite values."""
+    return nonfinite_name_polarity_known(identifier) or names_sanitizer(identifier)
+
+
+def sanitizer_names(text: str) -> set[str]:
+    """The identifiers in ``text`` named for a helper that cleans non-finite values."""
+    return {identifier_at(text, at) for at in nonfinite_names(text, names_sanitizer)}
+
+
+def identifier_at(text: str, start: int) -> str:
+    end = start
+    while end < len(text) and is_word_char(text[end]):
+        end += 1
+    return text[start:end]
+
+
+def nonfinite_names(
+    text: str, accepts: Callable[[str], bool], first_only: bool = False
+) -> list[int]:
+    """Offsets of the identifiers in ``text`` of two or more words, one of them about
+    non-finite values, that ``accepts`` takes."""
     found: list[int] = []
     seen: set[int] = set()
     # one lowercase copy and three searches instead of seven (offsets only stay put in
@@ -625,7 +692,7 @@ def nonfinite_test_names(text: str, first_only: bool = False) -> list[int]:
                 start -= 1
             while end < len(text) and is_word_char(text[end]):
                 end += 1
-            if start not in seen and nonfinite_name_polarity(text[start:end]) is not None:
+            if start not in seen and accepts(text[start:end]):
                 if first_only:
                     return [start]
                 seen.add(start)

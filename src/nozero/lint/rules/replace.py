@@ -142,6 +142,10 @@ def _is_sanitizer_value(node: cst.BaseExpression, ctx: Context) -> bool:
         name = node.value if isinstance(node, cst.Name) else node.attr.value
         if last_part(ctx.qualified(node)) in vocab.SANITIZERS:
             return True
+        if not ctx.facts.defines_function(name) and vocab.names_sanitizer(
+            last_part(ctx.qualified(node))
+        ):
+            return True  # ``p.register_hook(nan_to_zero_hook)``, imported
         return (
             isinstance(node, cst.Name)
             and ctx.facts.defines_function(name)
@@ -276,6 +280,7 @@ class NanToNumOnSignal(Rule):
                 _report(ctx, node, self, f"through {helper}()")
             return
         if ctx.called(node) not in vocab.SANITIZERS:
+            self._named_sanitizer(node, ctx)
             return
         expr, _ = ctx.facts.parse_expression(ctx.code(node))
         if isinstance(expr, ast.Call) and ctx.facts.hides_nothing(expr):
@@ -290,6 +295,21 @@ class NanToNumOnSignal(Rule):
             _only_checked(node, ctx) or _made_a_number(node, ctx)
         ):
             _report(ctx, node, self)
+
+    def _named_sanitizer(self, node: cst.Call, ctx: Context) -> None:
+        """``replace_nan(grad, 0)`` with ``replace_nan`` from another module: a helper
+        named for cleaning non-finite values, given training signal, is read as one."""
+        called = ctx.called(node)
+        if (
+            not called
+            or called in vocab.TRIGGER_WORDS
+            or ctx.facts.defines_function(called)
+            or not vocab.names_sanitizer(called)
+        ):
+            return
+        positional = [a.value for a in node.args if a.keyword is None and not a.star]
+        if positional and ctx.is_signal(positional[0]):
+            _report(ctx, node, self, f"through {called}(), named for it")
 
 
 def _is_plain_number(node: cst.BaseExpression, ctx: Context) -> bool:
