@@ -210,6 +210,18 @@ def test_a_file_without_triggers_is_not_parsed_for_rules():
     )
 
 
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from(["'", '"', "NaN", "nan", "Inf", "inf", "inity", "non", "-", "finite"])
+        | st.sampled_from(["x", " ", "_", "é", "\n"]),
+        max_size=10,
+    ).map("".join)
+)
+def test_the_string_screen_finds_what_the_string_pattern_finds(text):
+    assert vocab.holds_nonfinite_text(text) == bool(vocab.NONFINITE_TEXT.search(text))
+
+
 # Pieces of text around the flag words, to compose into texts below.
 FLAG_PIECES = "overflow finite OverflowError except . = == ) ] , : \n x _ é self".split(" ")
 FLAG_PIECES.append(" ")

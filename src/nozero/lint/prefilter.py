@@ -34,7 +34,7 @@ def could_hold_finding(text: str) -> bool:
     return bool(
         vocab.TRIGGER_SCREEN.search(text)
         or ("!=" in text and vocab.self_comparisons(text))
-        or ("except" in text and vocab.NONFINITE_TEXT.search(text))
+        or ("except" in text and vocab.holds_nonfinite_text(text))
         or ("==" in text and vocab.compares_with_inf(text))
         or vocab.FLOW_SCREEN.search(text)
         or vocab.binds_flag(text)

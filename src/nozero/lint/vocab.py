@@ -184,6 +184,22 @@ TRIGGER_WORDS = frozenset(
 # A string literal that starts with a word for non-finite values (``"nan" in str(err)``),
 # read in the raw source text (quote included).
 NONFINITE_TEXT = re.compile(r"""(?i)["'](?:nan|inf|infinity|non-?finite)\b""")
+_NONFINITE_TEXT_STARTS = tuple(q + w for q in "\"'" for w in ("nan", "inf", "non"))
+
+
+def holds_nonfinite_text(text: str) -> bool:
+    """``NONFINITE_TEXT.search(text)``, tried only where a quote opens one of its words
+    (found in one lowercase copy: several times fewer steps than the pattern's scan)."""
+    if not text.isascii():  # lowercasing keeps the offsets only in ASCII
+        return bool(NONFINITE_TEXT.search(text))
+    lowered = text.lower()
+    for start in _NONFINITE_TEXT_STARTS:
+        at = lowered.find(start)
+        while at >= 0:
+            if NONFINITE_TEXT.match(text, at):
+                return True
+            at = lowered.find(start, at + 1)
+    return False
 
 
 # An equality test with infinity (``x == float("inf")``, ``np.inf == x``), in raw text.
