@@ -3556,6 +3556,21 @@ HAND_WRITTEN = [
             optimizer.step()
         """,
     ),
+    case(
+        "a NaN gradient penalty left out of the loss beside a grad scaler: no scaler drops terms",
+        """\
+        import torch
+        def train_discriminator(self, batch):
+            disc_loss = self.d_loss(batch)
+            gp = self.gradient_penalty(batch)
+            if not torch.isnan(gp):
+                disc_loss = disc_loss + gp
+            self.scaler.scale(disc_loss).backward()
+            self.scaler.step(self.d_opt)
+            self.scaler.update()
+        """,
+        (5, "NZ107"),
+    ),
 ]
 
 # ---- the same reactions behind every finiteness test ---------------------------------

@@ -560,7 +560,8 @@ code that zeroes NaN gradients is reported by the default rules, and so is a che
 outside the scaler's branch of an AMP switch (`if self.use_amp: scaler.step(opt) else:
 opt.step()`, `if use_fp16 and scaler is not None:`, `scaler.get_scale() if scaler else
 1.0`): the plain path skips too. So is a skip on a non-finite loss, which is no gradient
-overflow, while an `except OverflowError`, which only a scaler raises, stays here even
+overflow, and a NaN term or sample dropped from the loss (NZ107), which no scaler does,
+while an `except OverflowError`, which only a scaler raises, stays here even
 when the scaler shows only on the fp16 side of such a switch. Also a `GradScaler`'s
 `step` and apex's `amp.scale_loss` (whose patched `optimizer.step` is skipped when the
 scaled gradients overflow), which skip by themselves, and a non-finite gradient norm

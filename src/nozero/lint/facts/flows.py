@@ -67,8 +67,8 @@ WHAT = {
 # Words of a function that runs one round of a longer training run.
 _ROUND_WORDS = frozenset({"epoch", "epochs", "round", "rounds", "episode", "episodes"})
 _FORCED_SCALING = frozenset({"sentinel", "scaler_step", "apex_scale"})
-# ... and one that no loss scaler ever does (a NaN-ignoring mean of the losses)
-_NOT_SCALING = frozenset({"nan_drop"})
+# ... and those no loss scaler ever does: dropping NaN samples or terms from the loss
+_NOT_SCALING = frozenset({"drop", "nan_drop"})
 # Reactions that are a call, not a test: their route names the call.
 _CALL_REACTIONS = frozenset({"scaler_step", "apex_scale", "nan_drop"})
 _CLAMPS = frozenset({"clamp", "clamp_", "clip", "clip_by_value", "nan_to_num", "where"})
