@@ -622,13 +622,7 @@ _SANITIZING_WORDS = frozenset(
 _NOT_SANITIZING_WORDS = (
     _TEST_NAME_WORDS
     | _NEGATION_WORDS
-    | {"assert", "raise", "raises"}
-    | {
-        "error",
-        "if",
-        "safe",
-        "count",
-    }
+    | frozenset({"assert", "raise", "raises", "error", "if", "safe", "count"})
 )
 
 
@@ -706,9 +700,9 @@ def nonfinite_names(
                 continue
             while start and is_word_char(text[start - 1]):
                 start -= 1
-            while end < len(text) and is_word_char(text[end]):
-                end += 1
-            if start not in seen and accepts(text[start:end]):
+            name = identifier_at(text, start)
+            end = start + len(name)
+            if start not in seen and accepts(name):
                 if first_only:
                     return [start]
                 seen.add(start)

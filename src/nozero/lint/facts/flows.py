@@ -328,7 +328,7 @@ class Flows:
 
     def _scales(self, branch: list[ast.stmt]) -> bool:
         """Does a scaler work in ``branch`` (the scaler's side of an AMP switch)?"""
-        return scaler_at_work(n for stmt in branch for n in ast.walk(stmt))
+        return scaler_at_work(_walk(branch))
 
     def _steps(self, fn: ast.AST) -> list[int]:
         return sorted(node.lineno for node in self.facts.nodes(fn) if self._is_update(node))

@@ -117,6 +117,16 @@ def _describes(node: ast.AST) -> bool:
     return not _values_in(node) and _names_in(node) != set()
 
 
+def _asks_about(node: ast.AST) -> bool:
+    """Does ``node`` ask the size, kind or place of its operand (``x.shape``,
+    ``len(grads)``, ``loss.size(0)``) rather than compute with its values?"""
+    if isinstance(node, ast.Attribute):
+        return node.attr in _DESCRIPTIONS
+    return isinstance(node, ast.Call) and last_part(dotted_name(node.func) or "") in (
+        _DESCRIBING_CALLS
+    )
+
+
 def _values_in(node: ast.AST) -> set[str]:
     """The names whose values ``node`` computes with: not those it only asks the size,
     kind or place of (``input.shape[1]``, ``len(grads)``)."""
@@ -126,13 +136,8 @@ def _values_in(node: ast.AST) -> set[str]:
         node = stack.pop()
         if isinstance(node, ast.Name):
             found.add(node.id)
-        elif isinstance(node, ast.Attribute) and node.attr in _DESCRIPTIONS:
-            continue
-        elif isinstance(node, ast.Call) and last_part(dotted_name(node.func) or "") in (
-            _DESCRIBING_CALLS
-        ):
-            continue
-        stack.extend(ast.iter_child_nodes(node))
+        elif not _asks_about(node):
+            stack.extend(ast.iter_child_nodes(node))
     return found
 
 
@@ -303,8 +308,8 @@ def _paired(target: ast.expr, value: ast.expr, iterated: bool) -> list[tuple[set
         if called == "zip":
             parts = value.args
         elif called == "enumerate" and len(value.args) == 1 and len(elements) == 2:
-            parts = [ast.copy_location(ast.Constant(0), value), value.args[0]]
-            return [(bound_names(elements[0]), parts[0]), *_paired(elements[1], parts[1], True)]
+            count = ast.copy_location(ast.Constant(0), value)
+            return [(bound_names(elements[0]), count), *_paired(elements[1], value.args[0], True)]
     elif not iterated and isinstance(value, ast.Tuple | ast.List):
         parts = value.elts
     if (
@@ -917,10 +922,8 @@ class FileFacts:
             yield node
             if isinstance(node, ast.Call) and self.computes_metric(node):
                 continue
-            if isinstance(node, ast.Attribute) and node.attr in _DESCRIPTIONS:
+            if _asks_about(node):
                 continue  # ``input.shape[1]``: how big a value is, not the value
-            if isinstance(node, ast.Call) and self.called(node.func) in _DESCRIBING_CALLS:
-                continue  # ``len(grads)``, ``loss.size(0)``, ``x.dim()``
             if isinstance(node, ast.Call) and self.called(node.func) in vocab.NO_GRADIENT_CALLS:
                 # ``lax.stop_gradient(x)``, ``x.detach()``: the name says nothing of the
                 # value, which is what it is given
