@@ -3571,6 +3571,49 @@ HAND_WRITTEN = [
         """,
         (5, "NZ107"),
     ),
+    case(
+        "fp16 attention weights cleaned beside a key-value cache's update: a cache is no optimizer",
+        """\
+        import torch
+        class Attention(torch.nn.Module):
+            def forward(self, hidden_states, past_key_value=None):
+                query = self.q_proj(hidden_states)
+                key = self.k_proj(hidden_states)
+                value = self.v_proj(hidden_states)
+                if past_key_value is not None:
+                    key, value = past_key_value.update(key, value, self.layer_idx)
+                attn_weights = torch.matmul(query, key.transpose(2, 3))
+                if query.dtype == torch.float16:
+                    zeros = torch.zeros_like(attn_weights)
+                    attn_weights = torch.where(torch.isinf(attn_weights), zeros, attn_weights)
+                return torch.matmul(attn_weights.softmax(-1), value)
+        """,
+    ),
+    case(
+        "optax's update still hands back updates: cleaning them is NZ103",
+        """\
+        import jax.numpy as jnp
+        def step(params, opt_state, batch):
+            grads = grad_fn(params, batch)
+            updates, opt_state = tx.update(grads, opt_state, params)
+            updates = jnp.where(jnp.isfinite(updates), updates, 0.0)
+            return apply(params, updates), opt_state
+        """,
+        (5, "NZ103"),
+    ),
+    case(
+        "a log line taken every N steps or on a NaN loss: the NaN test is not gated",
+        """\
+        import numpy as np
+        def train(loader, step_fn, log_freq):
+            for itr, batch in enumerate(loader):
+                loss = step_fn(batch)
+                if itr % log_freq == 0 or np.isnan(loss) or np.isinf(loss):
+                    print(itr, loss)
+        """,
+        (5, "NZ202"),
+        every_rule=True,
+    ),
 ]
 
 # ---- the same reactions behind every finiteness test ---------------------------------

@@ -930,6 +930,12 @@ class FileFacts:
                 receiver = [node.func.value] if isinstance(node.func, ast.Attribute) else []
                 stack.extend([*receiver, *node.args, *(k.value for k in node.keywords)])
                 continue
+            if isinstance(node, ast.Call) and _updates_a_mapping(node):
+                # ``past_key_value.update(k, v)``: a cache's or a mapping's ``update``
+                # says nothing of its result; an optimizer's is named for its receiver
+                stack.extend([*ast.iter_child_nodes(node.func), *node.args])
+                stack.extend(k.value for k in node.keywords)
+                continue
             stack.extend(ast.iter_child_nodes(node))
 
     def computes_metric(self, call: ast.Call) -> bool:

@@ -22,6 +22,13 @@ def _periodic(node: cst.CSTNode) -> bool:
     return not rest and isinstance(last.operator, cst.Equal) and is_literal(last.comparator, "0")
 
 
+def _alternatives(test: cst.BaseExpression) -> list[cst.BaseExpression]:
+    """The parts of ``a or b or c``; ``[test]`` for any other test."""
+    if isinstance(test, cst.BooleanOperation) and isinstance(test.operator, cst.Or):
+        return [*_alternatives(test.left), *_alternatives(test.right)]
+    return [test]
+
+
 def _checks_finiteness(node: cst.CSTNode, ctx: Context) -> bool:
     """Does ``node`` hold a finiteness test of training signal or a checking call?"""
     for child in walk(node):
@@ -42,6 +49,11 @@ class PeriodicFiniteCheck(Rule):
         Example("""\
             if step % 100 == 0:
                 print(loss)
+            """),
+        Example("""\
+            import numpy as np
+            if step % log_freq == 0 or np.isnan(loss):
+                logger.info("step %d loss %.3f", step, loss)
             """),
     ]
     INVALID = [
@@ -73,6 +85,13 @@ class PeriodicFiniteCheck(Rule):
 
     def visit_If(self, node: cst.If, ctx: Context) -> None:
         if not any(_periodic(child) for child in walk(node.test)):
+            return
+        # ``step % N == 0 or isnan(loss)``: the test runs every step, beside the period
+        alternatives = _alternatives(node.test)
+        if len(alternatives) > 1 and any(
+            ctx.is_nonfinite_test(part) and not any(_periodic(c) for c in walk(part))
+            for part in alternatives
+        ):
             return
         if ctx.is_nonfinite_test(node.test) or _checks_finiteness(node.body, ctx):
             ctx.report(node, self)
