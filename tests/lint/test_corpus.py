@@ -3602,6 +3602,81 @@ HAND_WRITTEN = [
         (5, "NZ103"),
     ),
     case(
+        "a reward model's loss computed after decoding under no_grad, clamped when infinite",
+        """\
+        import torch
+        class RewardModel:
+            def reward_scorer(self, latents, loss_recon):
+                with torch.no_grad():
+                    frames = self.autoencoder.decode(latents)
+                rewards = self.scorer(frames)
+                reward_loss = (rewards * loss_recon).mean()
+                if torch.isinf(reward_loss):
+                    reward_loss = reward_loss.clamp(-1.0, 1.0)
+                loss = self.weight * reward_loss
+                return loss
+        """,
+        (9, "NZ106"),
+    ),
+    case(
+        "a loss returned from a function decorated with no_grad: an evaluation",
+        """\
+        import math
+        import torch
+        @torch.no_grad()
+        def valid(self):
+            total = 0.0
+            for batch in self.valid_loader:
+                loss = self.model(batch)
+                if math.isfinite(float(loss)):
+                    total += float(loss)
+                else:
+                    print("non-finite validation loss")
+            return total
+        """,
+    ),
+    case(
+        "a reward margin for the logs made a number after arithmetic on cleaned means",
+        """\
+        import torch
+        def get_batch_metrics(self, batch):
+            with torch.no_grad():
+                reference = self.forward(self.reference_model, batch)
+            losses, chosen, rejected = self.loss(batch, reference)
+            metrics = {}
+            margin = (chosen.mean().nan_to_num(0) - rejected.mean().nan_to_num(0)).item()
+            metrics["margins"] = torch.tensor([margin])
+            return losses.mean(), metrics
+        """,
+    ),
+    case(
+        "a NaN generator loss drops into the debugger: training stops for investigation",
+        """\
+        import torch
+        def train_epoch(model, loader, optimizer):
+            for batch in loader:
+                g_loss = model(batch)
+                g_loss.backward()
+                if torch.isnan(g_loss):
+                    from IPython.core.debugger import set_trace
+                    set_trace()
+                optimizer.step()
+        """,
+    ),
+    case(
+        "a NaN loss calls breakpoint() before the step",
+        """\
+        import math
+        def fit(model, loader, optimizer):
+            for batch in loader:
+                loss = model(batch)
+                if not math.isfinite(loss.item()):
+                    breakpoint()
+                loss.backward()
+                optimizer.step()
+        """,
+    ),
+    case(
         "a log line taken every N steps or on a NaN loss: the NaN test is not gated",
         """\
         import numpy as np

@@ -47,9 +47,11 @@ STABLE_UPDATE = "stable_update"  # numpyro's SVI: keeps the old state on a NaN l
 # Calls that check values and raise (a periodic one is the informational rule's concern).
 CHECK_CALLS = frozenset({"check_finite", "check_numerics"})
 
-# Calls that stop the program or raise when a check fails.
+# Calls that stop the program or raise when a check fails, or stop it in a debugger
+# (``pdb.set_trace()``, ``breakpoint()``): an investigation, which is what the rule asks.
 RAISING_CALLS = frozenset(
     {"check_finite", "check", "check_numerics", "exit", "_exit", "abort", "fail"}
+    | {"set_trace", "breakpoint", "post_mortem"}
 )
 
 # Calls that only observe: logging or printing a flag records nothing.

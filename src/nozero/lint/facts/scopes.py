@@ -29,6 +29,7 @@ _DESCRIPTIONS = frozenset({"shape", "ndim", "dtype", "device", "is_cuda"})
 _DESCRIBING_CALLS = frozenset({"len", "size", "dim", "numel", "nelement"})
 # The methods a loss class computes its loss in (torch ``forward``, Keras ``call``).
 _LOSS_ENTRY_METHODS = frozenset({"forward", "__call__", "call"})
+_NO_GRADIENT_BLOCKS = frozenset({"no_grad", "inference_mode"})
 # Reductions that keep a finiteness test a test (``isnan(g).any()``, ``jnp.all(ok)``),
 # and conversions that gather tests into one array (``jnp.array([isfinite(u) ...])``).
 _BOOLEAN_CALLS = frozenset(
@@ -499,10 +500,47 @@ class FileFacts:
                 )
                 or self.is_loss_function(fn)
                 or fn.lineno in self._optimizer_methods
+                or (
+                    not evaluation
+                    and called & vocab.OBSERVING_MARKERS <= _NO_GRADIENT_BLOCKS
+                    and self._returns_loss_with_gradient(fn)
+                )
             )
             marked = bool(called & vocab.OBSERVING_MARKERS) or bool(curvature) or evaluation
             self._helper_memo[key] = not trains and marked
         return self._helper_memo[key]
+
+    def _returns_loss_with_gradient(self, fn: FunctionNode) -> bool:
+        """Does ``fn`` hand back a loss it computed outside ``no_grad`` (``with no_grad():
+        frames = decode(x)`` ... ``loss = (reward * recon).mean(); return loss``)? Its
+        caller backpropagates it, whatever the function is named."""
+        returned = {
+            name
+            for node in self.nodes(fn)
+            if isinstance(node, ast.Return) and node.value is not None
+            for name in _names_in(_loss_returned(node.value))
+            if vocab.is_loss_name(name)
+        }
+        decorators = {
+            self.called(d.func if isinstance(d, ast.Call) else d) for d in fn.decorator_list
+        }
+        if not returned or decorators & _NO_GRADIENT_BLOCKS:
+            return False
+        without_gradient = [
+            (node.lineno, node.end_lineno or node.lineno)
+            for node in self.nodes(fn)
+            if isinstance(node, ast.With | ast.AsyncWith)
+            and any(
+                isinstance(item.context_expr, ast.Call)
+                and self.called(item.context_expr.func) in _NO_GRADIENT_BLOCKS
+                for item in node.items
+            )
+        ]
+        return any(
+            bool(names & returned)
+            and not any(first <= value.lineno <= last for first, last in without_gradient)
+            for names, value in self.bindings(fn)
+        )
 
     def mentions_scaling(self, key: int) -> bool:
         """Is the function on line ``key`` part of fp16 dynamic loss scaling (a scaler at

@@ -332,6 +332,8 @@ def _made_a_number(node: cst.Call, ctx: Context) -> bool:
                 return True
         elif isinstance(parent, cst.Call) and any(arg is child for arg in parent.args):
             return ctx.called(parent) in vocab.TO_NUMBER  # ``float(...)``
+        elif isinstance(parent, cst.BinaryOperation | cst.UnaryOperation):
+            pass  # ``(chosen.nan_to_num(0) - rejected.nan_to_num(0)).item()``
         elif not (
             (isinstance(parent, cst.Call) and parent.func is child)  # a method's result
             or (isinstance(parent, cst.Arg) and parent.value is child)
