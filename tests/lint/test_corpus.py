@@ -3677,6 +3677,36 @@ HAND_WRITTEN = [
         """,
     ),
     case(
+        "timm's loss scaler called only when the loss is not NaN: the step is skipped",
+        """\
+        import torch
+        def train_one_epoch(model, loader, optimizer, loss_scaler):
+            for samples, targets in loader:
+                with torch.cuda.amp.autocast():
+                    loss = model(samples, targets)
+                nan_loss = torch.isnan(loss)
+                if not nan_loss:
+                    loss_scaler(loss, optimizer, parameters=model.parameters())
+                optimizer.zero_grad()
+        """,
+        (7, "NZ201"),
+    ),
+    case(
+        "timm's loss scaler after a check that exits (MAE, DeiT): correct",
+        """\
+        import math
+        import sys
+        def train_one_epoch(model, loader, optimizer, loss_scaler):
+            for samples, targets in loader:
+                loss = model(samples, targets)
+                loss_value = loss.item()
+                if not math.isfinite(loss_value):
+                    print("Loss is {}, stopping training".format(loss_value))
+                    sys.exit(1)
+                loss_scaler(loss, optimizer, clip_grad=1.0, parameters=model.parameters())
+        """,
+    ),
+    case(
         "a log line taken every N steps or on a NaN loss: the NaN test is not gated",
         """\
         import numpy as np

@@ -335,7 +335,9 @@ class Flows:
 
     def _is_update(self, node: ast.AST) -> bool:
         """A call that steps (``optimizer.step()``, ``apply_updates``, ``backward``)."""
-        return isinstance(node, ast.Call) and self._called(node) in vocab.UPDATE_CALLS
+        return isinstance(node, ast.Call) and (
+            self._called(node) in vocab.UPDATE_CALLS or _steps_through_a_scaler(node)
+        )
 
     def _trains(self, root: ast.AST) -> bool:
         """Does the code step, compute gradients or loop over batches, or is it named
@@ -1650,6 +1652,20 @@ def _reports_status(value: ast.expr | None) -> bool:
     """``False`` or ``(False, step)``: a success flag handed to the caller."""
     elements = value.elts if isinstance(value, ast.Tuple) else [value]
     return any(isinstance(e, ast.Constant) and isinstance(e.value, bool) for e in elements)
+
+
+def _steps_through_a_scaler(call: ast.Call) -> bool:
+    """``loss_scaler(loss, optimizer, clip_grad=...)``: calling a loss scaler object with
+    the optimizer (timm's ``NativeScaler``, copied by MAE, DeiT, BEiT...) runs the
+    backward pass and the optimizer's step."""
+    words = vocab.name_words(last_part(dotted_name(call.func) or ""))
+    if words[-1:] != ["scaler"]:
+        return False
+    given = [*call.args, *(k.value for k in call.keywords)]
+    return any(
+        vocab.OPTIMIZER_NAME_WORDS.intersection(vocab.name_words(last_part(dotted_name(v) or "")))
+        for v in given
+    )
 
 
 def _is_step(node: ast.AST) -> bool:
