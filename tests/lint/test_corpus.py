@@ -3707,6 +3707,39 @@ HAND_WRITTEN = [
         """,
     ),
     case(
+        "a rejected step's flag stored only in the stats for the logs: nothing raises on it",
+        """\
+        import jax.numpy as jnp
+        from jax import lax
+        def step(self, params, velocities, loss, delta, batch):
+            new_params = params + delta
+            new_loss = self.loss_value(new_params, batch)
+            reject_step = jnp.logical_or(jnp.isnan(new_loss), new_loss > loss)
+            params, velocities = lax.cond(
+                reject_step, lambda: (params, velocities), lambda: (new_params, delta)
+            )
+            stats = dict(loss=loss, new_loss=new_loss)
+            stats["step_rejected"] = reject_step
+            return params, velocities, stats
+        """,
+        (7, "NZ410"),
+    ),
+    case(
+        "a rejected step's flag handed back beside the state: the caller may raise on it",
+        """\
+        import jax.numpy as jnp
+        from jax import lax
+        def step(self, params, velocities, loss, delta, batch):
+            new_params = params + delta
+            new_loss = self.loss_value(new_params, batch)
+            reject_step = jnp.isnan(new_loss)
+            params, velocities = lax.cond(
+                reject_step, lambda: (params, velocities), lambda: (new_params, delta)
+            )
+            return params, velocities, reject_step
+        """,
+    ),
+    case(
         "a log line taken every N steps or on a NaN loss: the NaN test is not gated",
         """\
         import numpy as np

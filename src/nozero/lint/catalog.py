@@ -702,7 +702,9 @@ if not jnp.isfinite(loss):
 that chooses between the new and the old parameters, optimizer state or updates on a
 finiteness fact about the loss or gradients — unless the function keeps the failure for
 a raise (returns the flag, stores it, passes it on to anything but a log) or raises on
-it. An unrelated `assert` or `raise` elsewhere in the function does not count.
+it. An unrelated `assert` or `raise` elsewhere in the function does not count, and
+neither does a flag stored only in a record for the logs (`stats["step_rejected"] = ok`,
+`metrics = dict(skipped=...)`).
 
 ## Why it is harmful
 It is the device-side form of "skip the step": the bad step leaves no trace, and if every

@@ -729,6 +729,15 @@ def is_metric_name(identifier: str) -> bool:
     return any(w in METRIC_WORDS for w in words)
 
 
+# Words of a mapping kept for the logs (``stats["step_rejected"] = reject``,
+# ``metrics = dict(...)``): a flag stored there is reported, not acted on.
+LOG_RECORD_WORDS = frozenset({"stats", "metrics", "logs", "summary", "summaries", "scalars"})
+
+
+def is_log_record_name(identifier: str) -> bool:
+    return bool(LOG_RECORD_WORDS.intersection(name_words(identifier)))
+
+
 # Words that mark a name as a setting (``max_grad_norm``, ``cfg.loss_weight``,
 # ``threshold``), never training signal itself: inf there often means "off".
 CONFIG_WORDS = frozenset(

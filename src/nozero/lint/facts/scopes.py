@@ -151,6 +151,21 @@ def compares_itself(node: ast.Compare) -> bool:
     )
 
 
+def _root_name(target: ast.expr) -> str:
+    """``stats`` of ``stats["key"]`` or ``self.stats.key``; "" for a plain name or other."""
+    if not isinstance(target, ast.Subscript | ast.Attribute):
+        return ""
+    while isinstance(target, ast.Subscript | ast.Attribute):
+        if (
+            isinstance(target, ast.Attribute)
+            and isinstance(target.value, ast.Name)
+            and (target.value.id == "self")
+        ):
+            return target.attr
+        target = target.value
+    return target.id if isinstance(target, ast.Name) else ""
+
+
 def _updates_a_mapping(call: ast.Call) -> bool:
     """``stats.update(...)`` on a dict rather than ``optimizer.update(grads, state)``."""
     func = call.func
@@ -1103,15 +1118,24 @@ class FileFacts:
         """Is one of ``flags`` kept (returned, stored, passed on to anything but a log)
         rather than only used to pick between old and new values?"""
         kept = set(flags)
+        # what goes into a record for the logs (``stats["step_rejected"] = reject``) is
+        # reported, not kept for a raise
+        for_logs: set[int] = set()
         for names, value in self.bindings(root):  # ``first_bad = where(ok, first_bad, step)``
-            if self._mentions(value, kept, scope):
+            if names and all(map(vocab.is_log_record_name, names)):
+                for_logs.add(id(value))
+            elif self._mentions(value, kept, scope):
                 kept |= {n for n in names if not vocab.is_signal_name(n)}
         for node in self.nodes(root):
+            if id(node) in for_logs:
+                continue
             if isinstance(node, ast.Return | ast.Yield) and node.value is not None:
                 values: list[ast.expr] = [node.value]
             elif isinstance(node, ast.Assign) and not all(
                 isinstance(t, ast.Name) for t in node.targets
             ):
+                if all(vocab.is_log_record_name(_root_name(t)) for t in node.targets):
+                    continue
                 values = [node.value]
             elif isinstance(node, ast.Dict):
                 values = [v for v in node.values if v is not None]
