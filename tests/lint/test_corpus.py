@@ -3740,6 +3740,39 @@ HAND_WRITTEN = [
         """,
     ),
     case(
+        "gradients cleaned through a helper that calls a jitted tree map of nan_to_num",
+        """\
+        import functools
+        import jax
+        import jax.numpy as jnp
+        import numpy as onp
+        @functools.partial(jax.jit, donate_argnums=(0,))
+        def _jit_nan_to_num(vals, replace):
+            clean = functools.partial(jnp.nan_to_num, nan=replace, posinf=replace)
+            return jax.tree_util.tree_map(clean, vals)
+        def _nan_to_num(vals, replace, use_jnp=False):
+            if use_jnp:
+                return _jit_nan_to_num(vals, replace)
+            return jax.tree_util.tree_map(onp.nan_to_num, vals)
+        def outer_step(grads_accum, outer_opt, state):
+            grads_accum = _nan_to_num(grads_accum, 0.0, use_jnp=True)
+            return outer_opt.update(grads_accum, state)
+        """,
+        (14, "NZ101"),
+    ),
+    case(
+        "the same tree-map helper over the logged metrics only",
+        """\
+        import jax
+        import numpy as onp
+        def _nan_to_num(vals):
+            return jax.tree_util.tree_map(onp.nan_to_num, vals)
+        def summarize(metrics_list):
+            metrics = _nan_to_num(metrics_list)
+            return {k: float(v) for k, v in metrics.items()}
+        """,
+    ),
+    case(
         "a log line taken every N steps or on a NaN loss: the NaN test is not gated",
         """\
         import numpy as np

@@ -89,6 +89,8 @@ STEPPING_NAME_WORDS = frozenset({"step", "train", "training"})
 
 # Calls that apply an optimizer step (a check guarding one skips the step).
 UPDATE_CALLS = frozenset({"step", "apply_updates", "apply_gradients", "backward", "minimize"})
+# Calls that apply a function to every leaf of a structure (``jax.tree.map(f, grads)``).
+MAPPERS = frozenset({"map", "tree_map", "map_structure", "tree_map_with_path"})
 
 # Library helpers that report overflow of fp16 gradients (DeepSpeed's CheckOverflow,
 # Megatron/apex style loss scalers): true means an overflow, and they belong to loss

@@ -47,7 +47,6 @@ _BLOCKS = (*BLOCK_STATEMENTS, ast.excepthandler, ast.match_case)
 _SELECT_CALLS = frozenset(
     {"where", "select", "cond", "switch", "tree_where", "select_n", "select_tree"}
 )
-_MAPPERS = frozenset({"map", "tree_map", "map_structure", "tree_map_with_path"})
 
 WHAT = {
     "skip": "the step is skipped here",
@@ -1067,7 +1066,7 @@ class Flows:
         for node in _statement_expressions(stmt):
             if isinstance(node, ast.Call):
                 called = self._called(node)
-                if called in _MAPPERS and node.args:
+                if called in vocab.MAPPERS and node.args:
                     if any(self._signal(unit, a, extra) for a in node.args[1:]):
                         for arg in node.args[:1]:
                             if isinstance(arg, ast.Lambda):
@@ -1497,7 +1496,7 @@ class Flows:
             ):
                 route = dataclasses.replace(route, weak=True)
             return route, polarity
-        if called in _MAPPERS and len(call.args) >= 2:  # tree map of a test over signal
+        if called in vocab.MAPPERS and len(call.args) >= 2:  # tree map of a test over signal
             mapped, trees = call.args[0], call.args[1:]
             if any(self._signal(unit, tree, extra) for tree in trees):
                 if isinstance(mapped, ast.Lambda):

@@ -375,6 +375,7 @@ class FileFacts:
         self.test_module = test_module
         self._scopes: dict[int, Scope] = {}
         self._helper_memo: dict[tuple[str, str], bool] = {}
+        self._sanitized: dict[str, list[tuple[int, str]]] = {}
         self._parsed: dict[str, tuple[ast.expr, str]] = {}
         self._bindings_memo: dict[int, list[tuple[set[str], ast.expr]]] = {}
         self._nodes_memo: dict[int, list[ast.AST]] = {}
@@ -1089,6 +1090,25 @@ class FileFacts:
             return call.keywords[0].value
         return call.func.value if isinstance(call.func, ast.Attribute) else None
 
+    def _sanitizer_reference(self, node: ast.expr) -> bool:
+        """``np.nan_to_num`` used as a value, or bound with ``partial``."""
+        if isinstance(node, ast.Call) and self.called(node.func) == "partial" and node.args:
+            node = node.args[0]
+        return isinstance(node, ast.Name | ast.Attribute) and (
+            last_part(self.qualified(node)) in vocab.SANITIZERS
+        )
+
+    def _hands_to_sanitizer(self, call: ast.Call, scope: Scope) -> bool:
+        """Does ``call`` hand training signal of ``scope`` to a parameter that the
+        same-file sanitizer it calls cleans?"""
+        helper = self.helper_name(call.func)
+        cleaned = self.sanitized_parameters(helper) if helper else []
+        positional = [a for a in call.args if not isinstance(a, ast.Starred)]
+        handed = [positional[i] for i, _ in cleaned if 0 <= i < len(positional)]
+        names = {name for _, name in cleaned}
+        handed += [k.value for k in call.keywords if k.arg in names]
+        return any(self.is_signal(v, scope) for v in handed)
+
     def is_predicate_reference(self, node: ast.expr) -> bool:
         """``jnp.isfinite`` used as a value (not called)."""
         return isinstance(node, ast.Name | ast.Attribute) and (
@@ -1255,6 +1275,9 @@ class FileFacts:
     def sanitized_parameters(self, name: str) -> list[tuple[int, str]]:
         """(position, name) of each parameter a same-file sanitizer cleans, so that a call
         counts only when it hands training signal to one of them."""
+        if name in self._sanitized:
+            return self._sanitized[name]
+        self._sanitized[name] = []  # a helper calling itself, or two calling each other
         found: list[tuple[int, str]] = []
         for fn in self._functions_by_name.get(name, []):
             args = [a.arg for a in (*fn.args.posonlyargs, *fn.args.args)]
@@ -1265,13 +1288,32 @@ class FileFacts:
             found += [
                 (-1, a.arg) for a in fn.args.kwonlyargs if self._sanitizes_parameter(fn, a.arg)
             ]
+        self._sanitized[name] = found
         return found
 
     def _sanitizes_parameter(self, fn: FunctionNode, only: str | None = None) -> bool:
         calls = [
             (node, self.called(node.func)) for node in self.nodes(fn) if isinstance(node, ast.Call)
         ]
-        calls = [(c, n) for c, n in calls if n in vocab.SANITIZERS | vocab.MASKED_FILL | {"where"}]
+        # ``tree_map(np.nan_to_num, vals)``, ``tree_map(partial(jnp.nan_to_num, nan=0), v)``
+        calls += [
+            (c, "mapped")
+            for c, n in calls
+            if n in vocab.MAPPERS and len(c.args) >= 2 and self._sanitizer_reference(c.args[0])
+        ]
+        # another same-file sanitizer it hands its values to (``_jit_nan_to_num(vals)``)
+        calls += [
+            (c, "helper")
+            for c, n in calls
+            if (helper := self.helper_name(c.func))
+            and helper != fn.name
+            and self.sanitized_parameters(helper)
+        ]
+        calls = [
+            (c, n)
+            for c, n in calls
+            if n in vocab.SANITIZERS | vocab.MASKED_FILL | {"where", "mapped", "helper"}
+        ]
         calls += [
             (node, "[]=")  # ``x[torch.isnan(x)] = 0.0``
             for node in self.nodes(fn)
@@ -1295,6 +1337,10 @@ class FileFacts:
                 if any(self.is_nonfinite_test(m, scope, self.source) for m in masks):
                     return True
                 continue
+            if name == "mapped" and any(self.is_signal(v, scope) for v in node.args[1:]):
+                return True
+            if name == "helper" and self._hands_to_sanitizer(node, scope):
+                return True
             if name in vocab.SANITIZERS and self.hides_nothing(node):
                 continue
             if name in vocab.SANITIZERS:

@@ -10,8 +10,7 @@ from nozero.lint import vocab
 from nozero.lint.imports import last_part
 from nozero.lint.rules.base import Context, Example, Rule, walk
 
-# Functions that apply another function over a pytree or a list, and gradient hooks.
-_MAPPERS = frozenset({"tree_map", "map", "map_structure", "tree_map_with_path"})
+# Gradient hooks: functions that apply another function to each gradient.
 _HOOKS = frozenset(
     {
         "register_hook",
@@ -170,7 +169,7 @@ def _in_mapped_lambda(ctx: Context) -> bool:
             return (
                 isinstance(arg, cst.Arg)
                 and isinstance(call, cst.Call)
-                and ctx.called(call) in _MAPPERS | _HOOKS
+                and ctx.called(call) in vocab.MAPPERS | _HOOKS
             )
     return False
 
@@ -413,7 +412,7 @@ class NanToNumMapped(Rule):
 
     def visit_Call(self, node: cst.Call, ctx: Context) -> None:
         called = ctx.called(node)
-        if called not in _MAPPERS | _HOOKS or not node.args:
+        if called not in vocab.MAPPERS | _HOOKS or not node.args:
             return
         if not _is_sanitizer_value(node.args[0].value, ctx):
             return
