@@ -3773,6 +3773,47 @@ HAND_WRITTEN = [
         """,
     ),
     case(
+        "a client's gradient through an imported helper that starts by zeroing (TFF)",
+        """\
+        import tensorflow as tf
+        from tensorflow_federated.python.tensorflow_libs import tensor_utils
+        def client_update(model, dataset):
+            gradient_sums, num_examples = accumulate(model, dataset)
+            average_gradient = tf.nest.map_structure(lambda g: g / num_examples, gradient_sums)
+            average_gradient, has_non_finite = tensor_utils.zero_all_if_any_non_finite(
+                average_gradient
+            )
+            return average_gradient, has_non_finite
+        """,
+        (6, "NZ101"),
+    ),
+    case(
+        "an imported test named with any and if is no cleaner",
+        """\
+        from helpers import any_non_finite_if_present
+        def client_update(model, dataset, average_gradient):
+            if any_non_finite_if_present(average_gradient):
+                raise FloatingPointError("non-finite client gradient")
+            return average_gradient
+        """,
+    ),
+    case(
+        "a reject flag made with tf.equal from a same-file check, the old weights kept",
+        """\
+        import tensorflow as tf
+        from tensorflow_federated.python.tensorflow_libs import tensor_utils
+        def should_reject(update):
+            has_non_finite = tensor_utils.has_non_finite(update)
+            return tf.equal(has_non_finite, 1)
+        def next_fn(optimizer, optimizer_state, weights, update):
+            new_state, new_weights = optimizer.next(optimizer_state, weights, update)
+            if should_reject(update):
+                return optimizer_state, weights
+            return new_state, new_weights
+        """,
+        (9, "NZ201"),
+    ),
+    case(
         "a log line taken every N steps or on a NaN loss: the NaN test is not gated",
         """\
         import numpy as np

@@ -623,11 +623,8 @@ _SANITIZING_WORDS = frozenset(
     {"replace", "remove", "fix", "clean", "zero", "zeros", "fill", "drop", "to"}
     | {"sanitize", "sanitise", "scrub", "purge", "strip", "filter"}
 )
-_NOT_SANITIZING_WORDS = (
-    _TEST_NAME_WORDS
-    | _NEGATION_WORDS
-    | frozenset({"assert", "raise", "raises", "error", "if", "safe", "count"})
-)
+_NOT_SANITIZING_AS_LEAD = frozenset({"assert", "raise", "raises", "error", "safe", "count"})
+_NOT_SANITIZING_WORDS = _TEST_NAME_WORDS | _NEGATION_WORDS | _NOT_SANITIZING_AS_LEAD | {"if"}
 
 
 @cache
@@ -635,15 +632,22 @@ def names_sanitizer(identifier: str) -> bool:
     """Is ``identifier`` named for replacing non-finite values (``replace_nan``)?"""
     ordered = [word.lower() for word in name_words(identifier)]
     words = set(ordered)
+    pairs = list(zip(ordered, ordered[1:], strict=False))
     into_nonfinite = any(  # ``inf_to_nan``: the value is made NaN, not hidden
-        a == "to" and b in _NONFINITE_NAME_WORDS for a, b in zip(ordered, ordered[1:], strict=False)
+        a == "to" and b in _NONFINITE_NAME_WORDS for a, b in pairs
     )
+    if ("non", "finite") in pairs or ("not", "finite") in pairs:
+        words.add("nonfinite")
+    # a name that starts by cleaning says what it does before its condition
+    # (``zero_all_if_any_non_finite``); elsewhere ``if``, ``any`` or ``non`` mark a test
+    leads = ordered[:1] != ["to"] and bool(set(ordered[:1]) & _SANITIZING_WORDS)
+    excluded = _NOT_SANITIZING_AS_LEAD if leads else _NOT_SANITIZING_WORDS
     return (
         len(words) >= 2
         and not into_nonfinite
         and bool(words & _NONFINITE_NAME_WORDS)
         and bool(words & _SANITIZING_WORDS)
-        and not words & _NOT_SANITIZING_WORDS
+        and not words & excluded
         and not is_metric_name(identifier)
     )
 

@@ -1457,6 +1457,12 @@ class Flows:
 
     def _call_flag(self, unit: _Unit, call: ast.Call, extra: set[str]) -> Flag | None:
         called = self._called(call)
+        comparison = _COMPARISON_CALLS.get(called or "")
+        if comparison is not None and len(call.args) == 2 and not call.keywords:
+            # ``tf.equal(has_non_finite, 1)``, ``torch.gt(nan_count, 0)``: a comparison
+            left, right = call.args
+            compare = ast.Compare(left=left, ops=[comparison()], comparators=[right])
+            return self._compare(unit, ast.copy_location(compare, call), extra)
         if called in sources.PREDICATE_POLARITY:
             subject = self.facts.predicate_subject(call)
             if subject is None:
@@ -1651,6 +1657,23 @@ def _reports_status(value: ast.expr | None) -> bool:
     """``False`` or ``(False, step)``: a success flag handed to the caller."""
     elements = value.elts if isinstance(value, ast.Tuple) else [value]
     return any(isinstance(e, ast.Constant) and isinstance(e.value, bool) for e in elements)
+
+
+# Array libraries' comparisons as calls (``tf.equal``, ``torch.gt``, ``jnp.greater``).
+_COMPARISON_CALLS: dict[str, type[ast.cmpop]] = {
+    "equal": ast.Eq,
+    "eq": ast.Eq,
+    "not_equal": ast.NotEq,
+    "ne": ast.NotEq,
+    "greater": ast.Gt,
+    "gt": ast.Gt,
+    "greater_equal": ast.GtE,
+    "ge": ast.GtE,
+    "less": ast.Lt,
+    "lt": ast.Lt,
+    "less_equal": ast.LtE,
+    "le": ast.LtE,
+}
 
 
 def _steps_through_a_scaler(call: ast.Call) -> bool:
