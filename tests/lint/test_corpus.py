@@ -3814,6 +3814,28 @@ HAND_WRITTEN = [
         (9, "NZ201"),
     ),
     case(
+        "a skip flag set from a NaN-loss flag beside a grad scaler: the code's own skip",
+        """\
+        import torch
+        def train(self, loader):
+            skip_flag = False
+            for batch in loader:
+                out = self.model(batch)
+                record_loss = out["loss"].detach()
+                is_nan = torch.tensor(int(torch.isnan(record_loss).any()))
+                if is_nan.item() > 0:
+                    skip_flag = True
+                self.scaler.scale(out["loss"]).backward()
+                if skip_flag:
+                    self.optimizer.zero_grad()
+                    skip_flag = False
+                    continue
+                self.scaler.step(self.optimizer)
+                self.scaler.update()
+        """,
+        (12, "NZ201"),
+    ),
+    case(
         "a log line taken every N steps or on a NaN loss: the NaN test is not gated",
         """\
         import numpy as np

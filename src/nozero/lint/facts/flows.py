@@ -84,6 +84,9 @@ class Route:
     weak: bool = False  # a test of a value not known as training signal
     by_name: bool = False  # a flag known by its name only (``overflow = load(...)``)
     in_tuple: bool = False  # handed back in a tuple by a same-file function
+    # names the first test looked at, for a flag set from another (``skip = True`` under
+    # ``if is_nan:``, where ``is_nan = isnan(record_loss)``)
+    looked_at: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -418,6 +421,7 @@ class Flows:
                         route.origin if not route.flag else f"{route.flag}",
                         key.removeprefix("self."),
                         route.scaling,
+                        looked_at=frozenset(_origin_names(route)),
                     )
                     unit.env[key] = (flag_route, truth)
             return
@@ -1593,7 +1597,7 @@ def _tests_a_loss(tested: set[str]) -> bool:
 
 def _origin_names(route: Route) -> set[str]:
     """The names a flag's test looked at (``record_loss`` in ``isnan(record_loss)``)."""
-    return set(_IDENTIFIER.findall(route.origin)) if route.flag else set()
+    return set(_IDENTIFIER.findall(route.origin)) | route.looked_at if route.flag else set()
 
 
 _IDENTIFIER = re.compile(r"[A-Za-z_][\w.]*")
