@@ -3836,6 +3836,52 @@ HAND_WRITTEN = [
         (12, "NZ201"),
     ),
     case(
+        "a resolution's STFT loss joined to the total only when finite, else logged",
+        """\
+        import logging
+        import torch
+        def forward(self, x, y):
+            sc_loss = torch.zeros(0)
+            for stft_loss in self.stft_losses:
+                sc = stft_loss(x, y)
+                if not torch.isinf(sc.sum()) and not torch.isnan(sc.sum()):
+                    sc_loss = torch.cat((sc_loss, sc.unsqueeze(-1)), -1)
+                else:
+                    logging.info("non-finite resolution")
+            return sc_loss.mean()
+        """,
+        (7, "NZ107"),
+    ),
+    case(
+        "a NaN cross-entropy term left out of the policy's total loss, the else a no-op",
+        """\
+        import torch
+        def forward(self, batch):
+            loss = self.action_loss(batch)
+            cross_entropy_loss = self.loss_fct(batch["logits"], batch["labels"])
+            if not torch.isnan(cross_entropy_loss):
+                loss = loss + cross_entropy_loss
+            else:
+                with torch.no_grad():
+                    cross_entropy_loss.detach()
+            return loss
+        """,
+        (5, "NZ107"),
+    ),
+    case(
+        "a finite grad norm kept in a history for a plot, the else drops the value",
+        """\
+        import math
+        def on_event(self, event, step):
+            gn = float(event["grad_norm"])
+            if math.isfinite(gn):
+                self.grad_norm_history.append(gn)
+            else:
+                gn = None
+            return gn
+        """,
+    ),
+    case(
         "a log line taken every N steps or on a NaN loss: the NaN test is not gated",
         """\
         import numpy as np

@@ -737,7 +737,9 @@ def is_metric_name(identifier: str) -> bool:
 
 # Words of a mapping kept for the logs (``stats["step_rejected"] = reject``,
 # ``metrics = dict(...)``): a flag stored there is reported, not acted on.
-LOG_RECORD_WORDS = frozenset({"stats", "metrics", "logs", "summary", "summaries", "scalars"})
+LOG_RECORD_WORDS = frozenset(
+    {"stats", "metrics", "logs", "summary", "summaries", "scalars", "history", "histories"}
+)
 
 
 def is_log_record_name(identifier: str) -> bool:

@@ -68,6 +68,8 @@ _ROUND_WORDS = frozenset({"epoch", "epochs", "round", "rounds", "episode", "epis
 _FORCED_SCALING = frozenset({"sentinel", "scaler_step", "apex_scale"})
 # ... and those no loss scaler ever does: dropping NaN samples or terms from the loss
 _NOT_SCALING = frozenset({"drop", "nan_drop"})
+# Calls that join a running total with one more part (``torch.cat((losses, loss))``).
+_JOINS = frozenset({"cat", "concat", "concatenate", "stack", "hstack", "vstack"})
 # Reactions that are a call, not a test: their route names the call.
 _CALL_REACTIONS = frozenset({"scaler_step", "apex_scale", "nan_drop"})
 _CLAMPS = frozenset({"clamp", "clamp_", "clip", "clip_by_value", "nan_to_num", "where"})
@@ -661,12 +663,23 @@ class Flows:
             and steps_when_finite
         ):
             self._add(unit, "not_taken", stmt, route)
-        elif not reacted and not bad_branch and self._gathers(unit, good_branch, tested):
-            self._add(unit, "drop", stmt, route)  # ``if not isnan(loss): losses.append(loss)``
+        elif (
+            not reacted
+            and (not bad_branch or self._only_observes(unit, bad_branch, tested, loops, stmt))
+            and self._gathers(unit, good_branch, tested)
+        ):
+            # ``if not isnan(loss): losses.append(loss)`` (``else: log(...)``)
+            self._add(unit, "drop", stmt, route)
         before = len(self._reactions)
         self._block(unit, bad_branch, loops, found)
         if len(self._reactions) > before:  # one site, one finding: the branch's own one
             self._reactions.pop((stmt.lineno, stmt.col_offset, "go_on"), None)
+
+    def _only_observes(
+        self, unit: _Unit, branch: list[ast.stmt], tested: set[str], loops: int, stmt: ast.If
+    ) -> bool:
+        outcome = self._branch(unit, branch, tested, loops, stmt)
+        return outcome is not None and outcome[0] == "go_on"
 
     def _gathers(self, unit: _Unit, branch: list[ast.stmt], tested: set[str]) -> bool:
         """Does ``branch`` add a tested value that is training signal to a running total
@@ -674,22 +687,32 @@ class Flows:
         is finite, it leaves the non-finite ones out of the sum."""
         for stmt in branch:
             if isinstance(stmt, ast.AugAssign) and isinstance(stmt.op, ast.Add):
-                added = stmt.value
-            elif (added := _added_to_itself(stmt)) is not None:
-                pass  # ``gen_loss = gen_loss + pl_loss``
+                added, total = stmt.value, stmt.target
+            elif isinstance(stmt, ast.Assign) and (added := _added_to_itself(stmt)) is not None:
+                total = stmt.targets[0]  # ``gen_loss = gen_loss + pl_loss``
             elif (
                 isinstance(stmt, ast.Expr)
                 and isinstance(stmt.value, ast.Call)
-                and self._called(stmt.value) in ("append", "extend")
+                and isinstance(stmt.value.func, ast.Attribute)
+                and stmt.value.func.attr in ("append", "extend")
                 and stmt.value.args
             ):
-                added = stmt.value.args[0]
+                added, total = stmt.value.args[0], stmt.value.func.value
             else:
                 continue
             detached = any(
                 isinstance(n, ast.Call) and self._called(n) in _DETACHING for n in ast.walk(added)
             )
-            if _names(added) & tested and not detached and self._signal(unit, added, set()):
+            # a part joined to a total named for a loss is a term of that loss; one kept
+            # for the logs (``self.grad_norm_history.append(gn)``) is no term of any
+            total_name = last_part(dotted_name(total) or "")
+            into_a_loss = vocab.is_loss_name(total_name)
+            if (
+                _names(added) & tested
+                and not detached
+                and not vocab.is_log_record_name(total_name)
+                and (into_a_loss or self._signal(unit, added, set()))
+            ):
                 return True
         return False
 
@@ -1742,16 +1765,24 @@ def _constant_truth(value: ast.expr | None) -> bool | None:
 
 
 def _added_to_itself(stmt: ast.stmt) -> ast.expr | None:
-    """What ``total = total + value`` adds (``value``), else None."""
-    if not (
-        isinstance(stmt, ast.Assign)
-        and len(stmt.targets) == 1
-        and isinstance(stmt.value, ast.BinOp)
-        and isinstance(stmt.value.op, ast.Add)
-    ):
+    """What ``total = total + value`` or ``total = cat((total, value))`` adds
+    (``value``), else None."""
+    if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1):
         return None
     total = dotted_name(stmt.targets[0])
-    left, right = stmt.value.left, stmt.value.right
+    value = stmt.value
+    if (
+        isinstance(value, ast.Call)
+        and last_part(dotted_name(value.func) or "") in _JOINS
+        and value.args
+        and isinstance(value.args[0], ast.Tuple | ast.List)
+    ):
+        parts = value.args[0].elts
+        others = [part for part in parts if dotted_name(part) != total]
+        return others[0] if total and len(others) == 1 and len(parts) == 2 else None
+    if not (isinstance(value, ast.BinOp) and isinstance(value.op, ast.Add)):
+        return None
+    left, right = value.left, value.right
     if total and dotted_name(left) == total:
         return right
     if total and dotted_name(right) == total:
