@@ -3882,6 +3882,34 @@ HAND_WRITTEN = [
         """,
     ),
     case(
+        "a loss built on BaseLoss masks NaN predictions in a helper; the target's fill is label work",
+        """\
+        import torch
+        class CRPS(BaseLoss):
+            def mask_nans(self, pred, target):
+                nan_mask = torch.isnan(target).any(0) | torch.isnan(pred).any(0)
+                target = target.masked_fill(nan_mask, 0.0)
+                pred = pred.masked_fill(nan_mask, 0.0)
+                return pred, target
+            def forward(self, y_pred, y_target):
+                y_pred, y_target = self.mask_nans(y_pred, y_target)
+                return self.kernel_crps(y_pred, y_target).mean()
+        """,
+        (6, "NZ104"),
+    ),
+    case(
+        "features built with a module's constant table of settings named params",
+        """\
+        import torch
+        PARAMS = {"DMIN": 2.0, "DMAX": 20.0, "DBINS": 36}
+        def xyz_to_t2d(xyz_t, params=PARAMS):
+            c6d = xyz_to_c6d(xyz_t, params=params)
+            t2d = torch.cat((c6d, torch.isnan(c6d[..., :1]).float()), dim=-1)
+            t2d[torch.isnan(t2d)] = 0.0
+            return t2d
+        """,
+    ),
+    case(
         "a log line taken every N steps or on a NaN loss: the NaN test is not gated",
         """\
         import numpy as np

@@ -840,6 +840,16 @@ def is_prediction_name(identifier: str) -> bool:
     return any(w in PREDICTION_WORDS for w in words) and not is_measure_name(identifier)
 
 
+# Words of a name for what the data says the answer is (``target``, ``y_labels``).
+LABEL_WORDS = frozenset({"target", "targets", "label", "labels", "gt", "truth"})
+
+
+@cache
+def is_label_name(identifier: str) -> bool:
+    words = name_words(identifier)
+    return any(w in LABEL_WORDS for w in words) and not is_prediction_name(identifier)
+
+
 @cache
 def is_model_name(identifier: str) -> bool:
     return not is_metric_name(identifier) and any(w in MODEL_WORDS for w in name_words(identifier))

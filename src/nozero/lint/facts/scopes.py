@@ -166,6 +166,13 @@ def _root_name(target: ast.expr) -> str:
     return target.id if isinstance(target, ast.Name) else ""
 
 
+def _names_a_loss_class(cls: ast.ClassDef) -> bool:
+    """``class MAELoss``, ``class DiceLoss``, or a class built on one (``class
+    CRPS(BaseLoss)``, ``class Dice(nn.modules.loss._Loss)``, ``keras.losses.Loss``)."""
+    names = [cls.name, *(last_part(dotted_name(base) or "") for base in cls.bases)]
+    return any(name.endswith("Loss") or vocab.is_loss_name(name) for name in names)
+
+
 def _updates_a_mapping(call: ast.Call) -> bool:
     """``stats.update(...)`` on a dict rather than ``optimizer.update(grads, state)``."""
     func = call.func
@@ -645,9 +652,7 @@ class FileFacts:
     @cached_property
     def _loss_class_methods(self) -> frozenset[int]:
         # ``MAELoss``, ``DDPLoss``: a capital run before ``Loss`` is one word to split on
-        return self._marked_functions(
-            lambda cls: cls.name.endswith("Loss") or vocab.is_loss_name(cls.name)
-        )
+        return self._marked_functions(_names_a_loss_class)
 
     def _marked_functions(
         self,
@@ -766,6 +771,8 @@ class FileFacts:
             declared = annotation in ("bool", "str") or vocab.is_config_name(annotation)
             if isinstance(default, ast.Constant) and isinstance(default.value, bool | str):
                 declared = True
+            if isinstance(default, ast.Name) and default.id.isupper():
+                declared = True  # ``params=PARAMS``: a module's constant table of settings
             if declared and arg.arg not in rebound:
                 found.add(arg.arg)
         return found

@@ -565,6 +565,15 @@ class MaskedFillNonFinite(Rule):
         value = _argument(node, 2 if len(positional) >= 3 else 1, "value")
         if is_nonfinite_constant(value, ctx):
             return  # ``masked_fill(isnan(x), float("-inf"))``: still not finite
+        # the tensor filled: ``x.masked_fill(mask, v)`` or ``torch.masked_fill(x, mask, v)``;
+        # a target filled where the prediction is NaN hides nothing (the prediction's own
+        # fill is the finding)
+        if len(positional) >= 3:
+            filled: cst.BaseExpression | None = positional[0]
+        else:
+            filled = node.func.value if isinstance(node.func, cst.Attribute) else None
+        if isinstance(filled, cst.Name) and vocab.is_label_name(filled.value):
+            return
         if mask is not None and ctx.is_nonfinite_test(mask):
             _report(ctx, node, self)
 
