@@ -3882,7 +3882,7 @@ HAND_WRITTEN = [
         """,
     ),
     case(
-        "a loss built on BaseLoss masks NaN predictions in a helper; the target's fill is label work",
+        "a loss built on BaseLoss masks NaN predictions in a helper; the target fill is labels",
         """\
         import torch
         class CRPS(BaseLoss):
