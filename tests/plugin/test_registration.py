@@ -228,6 +228,9 @@ def test_report_header_says_which_trainers_are_registered(contract_dir):
     )
     plain = contract_dir.runpytest_inprocess(*FAST, "--collect-only")
     plain.stdout.no_fnmatch_line("nozero: *")  # no header line without --nozero
+    contract_dir.makeini("[pytest]\n")
+    one = contract_dir.runpytest_inprocess("--nozero", *FAST, "--collect-only")
+    one.stdout.fnmatch_lines(["nozero: 1 trainer registered: [[]nozero_trainer[]]"])
 
 
 def _plain_pytest(directory, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:

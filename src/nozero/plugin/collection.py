@@ -177,4 +177,5 @@ class CheckCollection:
 
     def pytest_report_collectionfinish(self) -> str:
         shown = ", ".join(f"[{label}]" for label in self.labels) or "none"
-        return f"nozero: {len(self.labels)} trainers registered: {shown}"
+        count = len(self.labels)
+        return f"nozero: {count} trainer{'' if count == 1 else 's'} registered: {shown}"
