@@ -3910,6 +3910,62 @@ HAND_WRITTEN = [
         """,
     ),
     case(
+        "a model's NaN Koopman operator replaced by the identity in its forward pass",
+        """\
+        import torch
+        from torch import nn
+        class KPLayer(nn.Module):
+            def one_step_forward(self, z):
+                x, y = z[:, :-1], z[:, 1:]
+                self.K = torch.linalg.lstsq(x, y).solution
+                if torch.isnan(self.K).any():
+                    print("Encounter K with nan, replace K by identity matrix")
+                    self.K = torch.eye(self.K.shape[1]).unsqueeze(0).repeat(z.shape[0], 1, 1)
+                return torch.bmm(z[:, -1:], self.K)
+        """,
+        (9, "NZ106"),
+    ),
+    case(
+        "an EGNN's velocity output reset to zeros when any element is NaN",
+        """\
+        import torch
+        import equinox as eqx
+        class Dynamics(eqx.Module):
+            def _forward(self, t, xh, node_mask):
+                h_final, x_final = self.egnn(xh, node_mask)
+                vel = (x_final - xh) * node_mask
+                if torch.any(torch.isnan(vel)):
+                    print("Warning: detected nan, resetting EGNN output to zero.")
+                    vel = torch.zeros_like(vel)
+                return vel
+        """,
+        (9, "NZ106"),
+    ),
+    case(
+        "a model's input reset when it holds NaN: input cleaning",
+        """\
+        import torch
+        from torch import nn
+        class Encoder(nn.Module):
+            def forward(self, x):
+                if torch.isnan(x).any():
+                    x = torch.zeros_like(x)
+                return self.net(x)
+        """,
+    ),
+    case(
+        "a plain helper class resetting a NaN statistic: no model's output",
+        """\
+        import torch
+        class RunningStats:
+            def update(self, values):
+                mean = values.mean(0)
+                if torch.isnan(mean).any():
+                    mean = torch.zeros_like(mean)
+                self.mean = 0.9 * self.mean + 0.1 * mean
+        """,
+    ),
+    case(
         "a log line taken every N steps or on a NaN loss: the NaN test is not gated",
         """\
         import numpy as np

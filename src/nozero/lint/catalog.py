@@ -234,6 +234,10 @@ loading data is fine and not flagged.
 An `if` on a finiteness test of the loss or gradients whose branch assigns the tested
 value (or the running loss it feeds) something else: a constant, a running average, the
 previous value. The finding is reported at the assignment and names the test.
+In a method of a model class (`nn.Module`, `eqx.Module`, a Keras `Layer`), a value the
+model computed itself (not one it was given) put back to zeros, ones or the identity when
+any element is not finite counts too: `if torch.isnan(self.K).any(): self.K =
+torch.eye(n)`. What the model outputs then goes on as if the model had made it.
 
 ## Why it is harmful
 The bad step disappears from the numbers that were supposed to show it: the logged loss

@@ -735,6 +735,36 @@ class Flows:
             targets = {_key(t) for t in branch_stmt.targets}
             if targets & tested and self._called(branch_stmt.value) in _CLAMPS:
                 self._add(unit, "clamp", branch_stmt, route)
+            elif self._resets_model_output(unit, branch_stmt, targets, tested):
+                self._add(unit, "replace", branch_stmt, route)
+
+    def _resets_model_output(
+        self, unit: _Unit, stmt: ast.Assign, targets: set[str | None], tested: set[str]
+    ) -> bool:
+        """``if torch.isnan(vel).any(): vel = torch.zeros_like(vel)`` in a model's method:
+        a whole value the model computed, not one it was given, put back to a constant
+        (zeros, ones, the identity) when any element is not finite. The model's output
+        goes on as if the model had made it."""
+        names = {key.removeprefix("self.") for key in targets if key}
+        if not names & tested:
+            return False
+        owner = self._enclosing.get(id(unit.node))
+        if not isinstance(owner, ast.ClassDef) or not _is_model_class(owner):
+            return False
+        if not isinstance(unit.node, FunctionNode):
+            return False
+        value = stmt.value
+        # ``torch.eye(n).to(device).unsqueeze(0).repeat(b, 1, 1)``: the chain's first call
+        while (
+            isinstance(value, ast.Call)
+            and isinstance(value.func, ast.Attribute)
+            and isinstance(value.func.value, ast.Call)
+        ):
+            value = value.func.value
+        reset = self.facts.is_finite_constant(value) or (
+            isinstance(value, ast.Call) and self._called(value) in _IDENTITIES
+        )
+        return reset and not names & parameter_names(unit.node)
 
     # ---- reactions ----------------------------------------------------------------
     def _react(
@@ -1684,6 +1714,16 @@ def _reports_status(value: ast.expr | None) -> bool:
     """``False`` or ``(False, step)``: a success flag handed to the caller."""
     elements = value.elts if isinstance(value, ast.Tuple) else [value]
     return any(isinstance(e, ast.Constant) and isinstance(e.value, bool) for e in elements)
+
+
+# The identity matrix, put in place of a non-finite one (``torch.eye(n)``).
+_IDENTITIES = frozenset({"eye", "identity", "eye_like"})
+# Base classes of a model's layers (``nn.Module``, ``eqx.Module``, ``keras.layers.Layer``).
+_MODEL_BASES = frozenset({"Module", "Layer", "Model", "LightningModule"})
+
+
+def _is_model_class(cls: ast.ClassDef) -> bool:
+    return any(last_part(dotted_name(base) or "") in _MODEL_BASES for base in cls.bases)
 
 
 # Array libraries' comparisons as calls (``tf.equal``, ``torch.gt``, ``jnp.greater``).
