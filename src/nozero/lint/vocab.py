@@ -507,6 +507,13 @@ OBSERVING_MARKERS = frozenset(
 # Last words of a name for an optimizer (``optimizer``, ``self.g_opt``).
 OPTIMIZER_NAME_WORDS = frozenset({"optimizer", "opt", "optim"})
 
+
+def names_optimizer(name: str) -> bool:
+    """``optimizer``, ``opt``, ``self.g_optimizer``: a torch optimizer, by its last word."""
+    words = name_words(name)
+    return bool(words) and words[-1] in OPTIMIZER_NAME_WORDS
+
+
 # Words of a function named for evaluation (``validate``, ``validation_step``, ``_val``). A
 # name alone never exempts code that steps or computes gradients (``train_and_evaluate``
 # trains); it marks an evaluation that runs without ``no_grad`` (JAX has none).

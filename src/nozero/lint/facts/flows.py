@@ -645,13 +645,13 @@ class Flows:
         steps_when_finite = any(
             self._is_update(n) for s in good_branch for n in self.facts.nodes(s)
         )
-        # ``if overflow: log.warning(...) else: optimizer.step()``: the warning is the
-        # whole reaction, and the step is not taken
-        warns_only = (
-            bool(bad_branch)
-            and steps_when_finite
-            and self._branch(unit, bad_branch, tested, loops, stmt) == ("go_on", stmt)
-        )
+        # a bad branch that only observes: ``if overflow: log.warning(...) else:
+        # optimizer.step()`` takes no step; ``if finite: total += loss else: log(...)``
+        # leaves the bad term out
+        observes_only = bool(bad_branch) and self._branch(
+            unit, bad_branch, tested, loops, stmt
+        ) == ("go_on", stmt)
+        warns_only = observes_only and steps_when_finite
         reacted = (
             bool(bad_branch)
             and not warns_only
@@ -665,21 +665,14 @@ class Flows:
             self._add(unit, "not_taken", stmt, route)
         elif (
             not reacted
-            and (not bad_branch or self._only_observes(unit, bad_branch, tested, loops, stmt))
+            and (not bad_branch or observes_only)
             and self._gathers(unit, good_branch, tested)
         ):
-            # ``if not isnan(loss): losses.append(loss)`` (``else: log(...)``)
-            self._add(unit, "drop", stmt, route)
+            self._add(unit, "drop", stmt, route)  # ``if not isnan(loss): losses.append(loss)``
         before = len(self._reactions)
         self._block(unit, bad_branch, loops, found)
         if len(self._reactions) > before:  # one site, one finding: the branch's own one
             self._reactions.pop((stmt.lineno, stmt.col_offset, "go_on"), None)
-
-    def _only_observes(
-        self, unit: _Unit, branch: list[ast.stmt], tested: set[str], loops: int, stmt: ast.If
-    ) -> bool:
-        outcome = self._branch(unit, branch, tested, loops, stmt)
-        return outcome is not None and outcome[0] == "go_on"
 
     def _gathers(self, unit: _Unit, branch: list[ast.stmt], tested: set[str]) -> bool:
         """Does ``branch`` add a tested value that is training signal to a running total
@@ -1751,10 +1744,7 @@ def _steps_through_a_scaler(call: ast.Call) -> bool:
     if words[-1:] != ["scaler"]:
         return False
     given = [*call.args, *(k.value for k in call.keywords)]
-    return any(
-        vocab.OPTIMIZER_NAME_WORDS.intersection(vocab.name_words(last_part(dotted_name(v) or "")))
-        for v in given
-    )
+    return any(vocab.names_optimizer(dotted_name(v) or "") for v in given)
 
 
 def _is_step(node: ast.AST) -> bool:

@@ -222,13 +222,6 @@ def _is_mask(node: ast.expr) -> bool:
     return bool(dotted) and "mask" in vocab.name_words(dotted.rsplit(".", 1)[-1])
 
 
-def _names_an_optimizer(name: str) -> bool:
-    """``optimizer``, ``opt``, ``self.g_optimizer``: a torch optimizer, whose ``state``
-    holds its moments."""
-    words = vocab.name_words(name)
-    return bool(words) and words[-1] in vocab.OPTIMIZER_NAME_WORDS
-
-
 def parameter_names(fn: FunctionNode | ast.Lambda) -> set[str]:
     args = fn.args
     every = [*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg]
@@ -508,7 +501,11 @@ class FileFacts:
                 for n in calls
                 if n not in curvature and not _updates_a_mapping(n)
             }
-            called |= {self.called(d) for d in fn.decorator_list}
+            # ``@torch.no_grad()`` as well as ``@torch.no_grad``
+            decorators = {
+                self.called(d.func if isinstance(d, ast.Call) else d) for d in fn.decorator_list
+            }
+            called |= decorators
             evaluation = vocab.names_evaluation(fn.name)
             if evaluation:  # ``validation_step`` calling the module's shared ``self.step``
                 called -= {self.helper_name(n.func) for n in calls} - {None}
@@ -526,6 +523,7 @@ class FileFacts:
                 or (
                     not evaluation
                     and called & vocab.OBSERVING_MARKERS <= _NO_GRADIENT_BLOCKS
+                    and not decorators & _NO_GRADIENT_BLOCKS
                     and self._returns_loss_with_gradient(fn)
                 )
             )
@@ -544,10 +542,7 @@ class FileFacts:
             for name in _names_in(_loss_returned(node.value))
             if vocab.is_loss_name(name)
         }
-        decorators = {
-            self.called(d.func if isinstance(d, ast.Call) else d) for d in fn.decorator_list
-        }
-        if not returned or decorators & _NO_GRADIENT_BLOCKS:
+        if not returned:
             return False
         without_gradient = [
             (node.lineno, node.end_lineno or node.lineno)
@@ -966,7 +961,7 @@ class FileFacts:
                     vocab.is_metric_name(part) or vocab.is_config_name(part) for part in chain
                 ):
                     return True
-                if node.attr == "state" and len(chain) > 1 and _names_an_optimizer(chain[-2]):
+                if node.attr == "state" and len(chain) > 1 and vocab.names_optimizer(chain[-2]):
                     return True  # ``self.optimizer.state``: the optimizer's moments
             elif isinstance(node, ast.Call) and self._call_returns_signal(node, scope):
                 return True
