@@ -63,7 +63,7 @@ Fix the syntax error.
     RuleEntry(
         code="NZ002",
         name="noqa-without-reason",
-        message="noqa without a reason: write why after the code (# noqa: NZ101 fp16 scaling)",
+        message="noqa without a reason: write why after the code (# noqa: NZ101 padded rows)",
         default=True,
         doc="""\
 ## What it flags
@@ -71,17 +71,55 @@ With `--require-reason`, a `# noqa` comment that suppresses a finding but gives 
 after its codes. Such a comment does not suppress the finding.
 
 ## Why it is harmful
-A suppression of a zero-and-continue finding is an exception to the project's rule; the
+A suppression of a zero-and-continue finding is an exception to the project's rule. The
 next reader needs to know why it is safe.
 
 ## Example
 ```python
+import jax.numpy as jnp
+
 grads = jnp.nan_to_num(grads)  # noqa: NZ101
 ```
 
 ## Use instead
+Say why this site is safe, in words that fit the code suppressed:
 ```python
-grads = jnp.nan_to_num(grads)  # noqa: NZ101 padding rows carry no gradient
+import jax.numpy as jnp
+
+grads = jnp.nan_to_num(grads)  # noqa: NZ101 padded rows carry no gradient
+```
+""",
+    ),
+    RuleEntry(
+        code="NZ003",
+        name="unused-noqa",
+        message="noqa names a code that is unknown or suppresses nothing",
+        default=True,
+        doc="""\
+## What it flags
+A `# noqa: NZ...` comment that names a code no nozero rule has (`NZ999`, a typo of
+`NZ101`). Also one whose nozero codes suppress nothing on that line: no enabled rule
+reports anything there. Codes of other tools (`E501`, `F401`) and a bare `# noqa` are
+left alone. Test modules get only the unknown-code check, since no rule runs in them.
+
+## Why it is harmful
+A comment with a mistyped code suppresses nothing, yet reads as if it did. A comment
+that suppresses nothing is stale: the code it excused was fixed or moved. Left in place,
+it will silently excuse the next zero-and-continue written on that line.
+
+## Example
+```python
+import jax.numpy as jnp
+
+grads = jnp.nan_to_num(grads)  # noqa: NZ999 padded rows carry no gradient
+```
+
+## Use instead
+Name the code the line is flagged with, or delete the comment:
+```python
+import jax.numpy as jnp
+
+grads = jnp.nan_to_num(grads)  # noqa: NZ101 padded rows carry no gradient
 ```
 """,
     ),
@@ -119,8 +157,8 @@ grads = jnp.nan_to_num(grads, nan=0.0, posinf=0.0, neginf=0.0)
 ```
 
 ## Use instead
-Check and stop: `nozero.check_finite(loss=loss, grad_norm=optax.global_norm(grads),
-step=step)` raises the documented error. Clean *input data* where it is loaded instead.
+Check and stop: `nozero.check_finite(step, loss, optax.global_norm(grads))` raises the
+documented error. Clean *input data* where it is loaded instead.
 """,
     ),
     RuleEntry(
@@ -324,11 +362,17 @@ if torch.isnan(loss):
 ```
 
 ## Use instead
+Raise on the first non-finite loss or gradient norm:
 ```python
-if not math.isfinite(loss.item()):
-    raise NonFiniteError(step, loss.item(), grad_norm)
+import torch
+
+from nozero import check_finite
+
+grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm=1.0)
+check_finite(step, loss, grad_norm)
+optimizer.step()
 ```
-(or `nozero.check_finite(loss=..., grad_norm=..., step=...)`).
+`check_finite` raises `nozero.NonFiniteError`, which carries the step and both values.
 """,
     ),
     RuleEntry(
@@ -743,7 +787,7 @@ one, and the parameters have been updated with non-finite values in between.
 ## Example
 ```python
 if step % 100 == 0:
-    check_finite(loss=loss, grad_norm=gn, step=step)
+    check_finite(step, loss, gn)
 ```
 
 ## Use instead
