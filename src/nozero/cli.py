@@ -31,7 +31,7 @@ class UsageError(Exception):
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = _parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(_reason_only_after_equals(sys.argv[1:] if argv is None else argv))
     if not getattr(args, "command", None):
         parser.print_help(sys.stderr)
         return EXIT_ERROR
@@ -56,6 +56,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             traceback.print_exc()
             print(f"nozero: internal error: {err!r}", file=sys.stderr)
         return EXIT_ERROR
+
+
+def _reason_only_after_equals(argv: Sequence[str]) -> list[str]:
+    """``--add-noqa src/`` lints ``src/``: the reason is given as ``--add-noqa=REASON``
+    only, so a bare ``--add-noqa`` never swallows the path after it."""
+    args = list(argv)
+    end = args.index("--") if "--" in args else len(args)
+    return [f"{arg}=" if arg == "--add-noqa" and i < end else arg for i, arg in enumerate(args)]
 
 
 def _parser() -> argparse.ArgumentParser:
