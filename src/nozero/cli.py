@@ -58,6 +58,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_ERROR
 
 
+class _HelpFormatter(argparse.RawDescriptionHelpFormatter):
+    """Help text wrapped between words only: ``json-lines`` stays one word."""
+
+    def _split_lines(self, text: str, width: int) -> list[str]:
+        import textwrap
+
+        return textwrap.wrap(" ".join(text.split()), width, break_on_hyphens=False)
+
+
 def _reason_only_after_equals(argv: Sequence[str]) -> list[str]:
     """``--add-noqa src/`` lints ``src/``: the reason is given as ``--add-noqa=REASON``
     only, so a bare ``--add-noqa`` never swallows the path after it."""
@@ -78,19 +87,19 @@ def _parser() -> argparse.ArgumentParser:
         "lint",
         help="lint Python files (default: the current directory)",
         description=(
-            "Lint Python files for code that zeroes, skips or swallows a non-finite loss or"
-            " gradient. Exit status: 0 clean, 1 findings, 2 usage, configuration or"
-            " internal error."
+            "Lint Python files for code that zeroes, skips or swallows a non-finite loss or\n"
+            "gradient. Exit status: 0 clean, 1 findings, 2 usage, configuration or internal\n"
+            "error."
         ),
         epilog=(
             "examples:\n"
             "  nozero lint src/                       lint a tree\n"
             "  nozero lint --output-format full       show each finding's source and a caret\n"
-            "  nozero lint --add-noqa='adopted 2026'  suppress today's findings, fix them later\n"
+            "  nozero lint --add-noqa='adopted 2026'  suppress today's findings\n"
             "  nozero rule NZ101                      read a rule's page (or: nozero rules)\n"
             "\nSettings come from [tool.nozero] in the nearest pyproject.toml."
         ),
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        formatter_class=_HelpFormatter,
     )
     lint.add_argument(
         "paths", nargs="*", metavar="PATH", help="files or directories (default: .); - for stdin"
@@ -149,12 +158,14 @@ def _parser() -> argparse.ArgumentParser:
         const="",
         metavar="REASON",
         help=(
-            "add '# noqa: CODE [REASON]' to every flagged line, so that the next run is"
-            " clean; files change only by those comments"
+            "add '# noqa: CODE' to every flagged line, so that the next run is clean (files"
+            " change only by those comments); --add-noqa=REASON writes REASON after the code"
         ),
     )
     run = lint.add_argument_group("files and running")
-    run.add_argument("--config", type=Path, help="a pyproject.toml to use instead of the nearest")
+    run.add_argument(
+        "--config", type=Path, metavar="FILE", help="a pyproject.toml to use instead of the nearest"
+    )
     run.add_argument(
         "--stdin-filename", metavar="PATH", help="the path to report (and configure) stdin as"
     )

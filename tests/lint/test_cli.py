@@ -333,3 +333,25 @@ def test_a_pre_commit_run_on_a_file_without_trigger_text_never_imports_libcst(tm
         [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120
     )
     assert (listed.returncode, listed.stderr.splitlines()[-1]) == (0, "False")
+
+
+def test_rule_by_name_prints_the_same_page_as_by_code(tmp_path):
+    by_code = run_console_script("rule", "NZ101", cwd=tmp_path, timeout=60)
+    by_name = run_console_script("rule", "nan-to-num-on-signal", cwd=tmp_path, timeout=60)
+    assert by_code.code == by_name.code == 0
+    assert by_name.out == by_code.out and by_code.out.startswith("NZ101 nan-to-num-on-signal")
+    typo = run_console_script("rule", "nan-to-num-on-signl", cwd=tmp_path, timeout=60)
+    assert (typo.code, typo.out) == (2, "")
+    assert "did you mean nan-to-num-on-signal (NZ101)?" in typo.err
+
+
+def test_lint_help_names_every_flag_and_format_with_examples(tmp_path):
+    result = run_console_script("lint", "--help", cwd=tmp_path, timeout=60)
+    assert result.code == 0
+    for flag in ("--output-format", "--add-noqa", "--exit-zero", "--select", "--statistics"):
+        assert flag in result.out
+    for fmt in ("concise", "full", "json-lines", "junit", "gitlab", "github", "sarif"):
+        assert fmt in result.out
+    assert "--format" not in result.out.replace("--output-format", "")  # the old name hides
+    assert "examples:" in result.out and "Exit status: 0 clean, 1 findings" in result.out
+    assert max(len(line) for line in result.out.splitlines()) <= 100
