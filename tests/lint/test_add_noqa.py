@@ -146,9 +146,12 @@ def test_with_require_reason_the_reason_is_required_and_then_honoured(tmp_path):
 def test_a_reason_merged_into_a_comment_without_one(tmp_path):
     source = BAD_SOURCE.replace("jnp.nan_to_num(grads)", "jnp.nan_to_num(grads)  # noqa: NZ101")
     write(tmp_path / "train.py", source)
-    run_console_script(
+    before = run_console_script("lint", "--require-reason", cwd=tmp_path, timeout=120)
+    assert {line.split()[1] for line in before.lines()} == {"NZ002", "NZ101"}
+    added = run_console_script(
         "lint", "--require-reason", "--add-noqa=padded rows", cwd=tmp_path, timeout=120
     )
+    assert (added.code, added.out) == (0, ""), added.err
     text = (tmp_path / "train.py").read_text()
     assert "jnp.nan_to_num(grads)  # noqa: NZ101 padded rows\n" in text
     strict = run_console_script("lint", "--require-reason", cwd=tmp_path, timeout=120)

@@ -28,6 +28,7 @@ from nozero.lint.noqa import NOQA_PATTERN, noqa_comments
 # Findings about the file or its comments, which a further comment cannot fix: a syntax
 # error, a comment without a reason, a comment naming an unknown or unused code.
 NOT_SUPPRESSIBLE = frozenset({"NZ001", "NZ002", "NZ003"})
+NO_REASON = "NZ002"
 
 
 @dataclass
@@ -46,7 +47,9 @@ def add_noqa(findings: Sequence[Finding], reason: str = "") -> Outcome:
     outcome = Outcome()
     by_path: dict[str, list[Finding]] = {}
     for finding in findings:
-        if finding.code in NOT_SUPPRESSIBLE:
+        # A comment without a reason (NZ002) is fixed by giving it the reason.
+        fixable = finding.code == NO_REASON and bool(reason)
+        if finding.code in NOT_SUPPRESSIBLE and not fixable:
             outcome.left.append(finding)
         else:
             by_path.setdefault(finding.path, []).append(finding)
@@ -108,7 +111,9 @@ def annotate(text: str, findings: Sequence[Finding], reason: str = "") -> tuple[
     existing = noqa_comments(text)
     for line, codes in sorted(wanted.items()):
         noqa = existing.get(line)
-        missing = sorted(c for c in codes if noqa is None or not noqa.covers(c))
+        missing = sorted(
+            c for c in codes if c != NO_REASON and (noqa is None or not noqa.covers(c))
+        )
         needs_reason = bool(reason) and noqa is not None and not noqa.reason
         if noqa is not None and noqa.codes is None:
             # A bare noqa comment already covers every code; narrowing it would change what
