@@ -355,3 +355,24 @@ def test_lint_help_names_every_flag_and_format_with_examples(tmp_path):
     assert "--format" not in result.out.replace("--output-format", "")  # the old name hides
     assert "examples:" in result.out and "Exit status: 0 clean, 1 findings" in result.out
     assert max(len(line) for line in result.out.splitlines()) <= 100
+
+
+def test_exit_zero_through_the_installed_command_but_never_for_an_internal_error(
+    tmp_path, nan_code
+):
+    write(tmp_path / "train.py", BAD_SOURCE)
+    result = run_console_script("lint", "--exit-zero", cwd=tmp_path, timeout=120)
+    assert result.code == 0 and f" {nan_code} " in result.out
+    write(tmp_path / "deep.py", DEEP_SOURCE)
+    crashed = run_console_script(
+        "lint",
+        "--exit-zero",
+        "--no-cache",
+        "--jobs",
+        "1",
+        cwd=tmp_path,
+        timeout=120,
+        env={RECURSION_LIMIT_VARIABLE: "1000"},
+    )
+    assert crashed.code == 2 and "deep.py: internal error" in crashed.err
+    assert f" {nan_code} " in crashed.out  # the other file's finding is still reported
