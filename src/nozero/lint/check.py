@@ -46,10 +46,10 @@ def check_source(
         k for c in comments for code in _nozero_codes(c) for k in ALL_CODES if k.startswith(code)
     }
     if not is_test_module(path) and not any(f.code == "NZ001" for f in findings):
-        # What the rules find with every comment disarmed: what each comment could
-        # suppress. The rules a comment names run too, enabled or not: a comment for a
+        # What the rules the comments name find with every comment disarmed: what each
+        # comment could suppress. Those rules run whether enabled or not: a comment for a
         # rule left off is stale all the same when that rule has nothing to say there.
-        options["select"] = (enabled | named) - {UNUSED_NOQA, "NZ002"}
+        options["select"] = named - {UNUSED_NOQA, "NZ002"}
         raw = lint_source(_disarmed(source, comments), path, **options)
     extra = [
         Finding(path, c.line, c.col, UNUSED_NOQA, message, c.line)
