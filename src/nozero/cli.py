@@ -7,6 +7,7 @@ configuration or internal error.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -198,6 +199,7 @@ def _codes(value: str) -> list[str]:
 
 def _lint(args: argparse.Namespace) -> int:
     from nozero.lint.files import FileFinder
+    from nozero.lint.runner import decode_source
 
     paths = [Path(p) for p in (args.paths or ["."])]
     reading_stdin = any(str(p) == "-" for p in paths)
@@ -217,7 +219,8 @@ def _lint(args: argparse.Namespace) -> int:
     if reading_stdin:
         data = sys.stdin.buffer.read()
         report = runner.lint_stdin(data, stdin_name)
-        stdin_text = data.decode("utf-8", errors="replace")
+        with contextlib.suppress(ValueError):  # undecodable: reported as not linted
+            stdin_text = decode_source(data)
     else:
         finder = FileFinder(settings.exclude_patterns())
         files = list(finder.find(paths))
@@ -250,6 +253,15 @@ def _check_add_noqa(args: argparse.Namespace, reading_stdin: bool) -> None:
         raise UsageError("--add-noqa rewrites files: it cannot be used with - (standard input)")
     if "\n" in args.add_noqa or "\r" in args.add_noqa:
         raise UsageError("--add-noqa's REASON must be one line")
+    from nozero.lint.noqa import noqa_comments
+
+    reason = args.add_noqa.strip()
+    [written] = noqa_comments(f"x = 1  # noqa: NZ101 {reason}\n").values()
+    if reason and (written.codes != {"NZ101"} or written.reason != reason):
+        raise UsageError(
+            f"--add-noqa's REASON {reason!r} would be read as codes: start it with a word"
+            " that does not look like one (letters then digits, such as fp16 or E501)"
+        )
     if args.require_reason and not args.add_noqa.strip():
         raise UsageError(
             "--require-reason needs a reason on every # noqa: give one with --add-noqa=REASON"

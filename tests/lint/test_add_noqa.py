@@ -210,3 +210,12 @@ def test_a_bare_add_noqa_never_takes_the_path_after_it_as_its_reason(tmp_path):
     assert result.code == 0, result.err
     assert "jnp.nan_to_num(grads)  # noqa: NZ101\n" in (tmp_path / "src/train.py").read_text()
     assert (tmp_path / "other" / "train.py").read_text() == BAD_SOURCE
+
+
+@pytest.mark.parametrize("reason", ["fp16", "NZ5 later", "py311, migration"])
+def test_a_reason_that_would_read_as_codes_is_refused(tmp_path, reason):
+    """``# noqa: NZ101 fp16`` would name a code FP16 and carry no reason at all."""
+    write(tmp_path / "train.py", BAD_SOURCE)
+    result = run_console_script("lint", f"--add-noqa={reason}", cwd=tmp_path, timeout=60)
+    assert result.code == 2 and "would be read as codes" in result.err
+    assert (tmp_path / "train.py").read_text() == BAD_SOURCE

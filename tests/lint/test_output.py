@@ -276,3 +276,12 @@ def test_statistics_only_in_formats_it_can_be_written_in(lint, project):
     assert sorted(row["count"] for row in rows) == [1, 1]
     refused = lint("--statistics", "--output-format", "junit")
     assert refused.code == 2 and "--statistics prints concise, full, json" in refused.err
+
+
+def test_full_quotes_standard_input_too(tmp_path, nan_code):
+    result = run_console_script(
+        "lint", "--output-format", "full", "-", cwd=tmp_path, stdin=BAD_SOURCE.encode(), timeout=60
+    )
+    assert result.code == 1
+    assert result.lines()[1] == f"{BAD_LINE} | {BAD_SOURCE.splitlines()[BAD_LINE - 1]}"
+    assert result.lines()[2].endswith(f"^ {nan_code}")
