@@ -440,6 +440,13 @@ for step, batch in enumerate(loader):
 
 ## Use instead
 Raise the documented error (`nozero.check_finite`) at the first non-finite step.
+```python
+from nozero import check_finite
+
+for step, batch in enumerate(loader):
+    loss, grad_norm = train_step(batch)
+    check_finite(step, loss, grad_norm)
+```
 """,
     ),
     RuleEntry(
@@ -508,6 +515,10 @@ for batch in loader:
 
 ## Use instead
 Let the error propagate.
+```python
+for batch in loader:
+    train_step(batch)
+```
 """,
     ),
     RuleEntry(
@@ -532,6 +543,15 @@ tx = optax.apply_if_finite(optax.adamw(1e-3), max_consecutive_errors=5)
 ## Use instead
 Keep the plain optimizer and check the loss and the global gradient norm every step,
 raising the documented error (`nozero.check_finite`).
+```python
+import optax
+
+from nozero import check_finite
+
+tx = optax.adamw(1e-3)
+loss, grads = loss_and_grads(params, batch)
+check_finite(step, loss, optax.global_norm(grads))
+```
 """,
     ),
     RuleEntry(
@@ -554,6 +574,11 @@ tx = optax.chain(optax.zero_nans(), optax.adam(1e-3))
 
 ## Use instead
 Drop it, and stop at the first non-finite loss or gradient norm (`nozero.check_finite`).
+```python
+import optax
+
+tx = optax.adam(1e-3)
+```
 """,
     ),
     RuleEntry(
@@ -577,6 +602,11 @@ tx = optax.MultiSteps(opt, every_k_schedule=4, should_skip_update_fn=optax.skip_
 
 ## Use instead
 Leave `should_skip_update_fn` unset and check every step (`nozero.check_finite`).
+```python
+import optax
+
+tx = optax.MultiSteps(opt, every_k_schedule=4)
+```
 """,
     ),
     RuleEntry(
@@ -606,6 +636,11 @@ torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0, error_if_nonfinite=False
 
 ## Use instead
 `error_if_nonfinite=True`, which raises a `RuntimeError` naming the non-finite norm.
+```python
+import torch
+
+torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0, error_if_nonfinite=True)
+```
 """,
     ),
     RuleEntry(
@@ -633,6 +668,11 @@ args = TrainingArguments(output_dir="out", logging_nan_inf_filter=True)
 
 ## Use instead
 `logging_nan_inf_filter=False`, and a check that stops at the first non-finite loss.
+```python
+from transformers import TrainingArguments
+
+args = TrainingArguments(output_dir="out", logging_nan_inf_filter=False)
+```
 """,
     ),
     RuleEntry(
@@ -724,6 +764,11 @@ criterion = torch.nn.CTCLoss(blank=0, zero_infinity=True)
 ## Use instead
 Filter impossible alignments where the data is loaded (input length ≥ target length
 plus repeats), count them, and keep `zero_infinity=False`, so a real divergence raises.
+```python
+import torch
+
+criterion = torch.nn.CTCLoss(blank=0, zero_infinity=False)
+```
 """,
     ),
     RuleEntry(
@@ -854,6 +899,11 @@ if step % 100 == 0:
 ## Use instead
 Check every step. On accelerators, compute the finiteness flag on the device every step
 and read it back in batches: the first bad step is still exact.
+```python
+from nozero import check_finite
+
+check_finite(step, loss, gn)
+```
 """,
     ),
 )
