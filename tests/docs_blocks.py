@@ -19,9 +19,11 @@ from pathlib import Path
 
 DOCS = Path(__file__).resolve().parents[1] / "docs"
 
-# A fenced block opened by ```python at the start of a line (indented blocks in lists too),
-# closed by the first ``` at the same indentation.
-_BLOCK = re.compile(r"^(?P<indent>[ \t]*)```python[ \t]*\n(?P<body>.*?)^(?P=indent)```", re.M | re.S)
+# A fenced block opened by ``` and its language at the start of a line (indented blocks in
+# lists too), closed by the first ``` at the same indentation.
+_BLOCK = re.compile(
+    r"^(?P<indent>[ \t]*)```(?P<lang>[\w-]*)[ \t]*\n(?P<body>.*?)^(?P=indent)```", re.M | re.S
+)
 
 
 def page_path(page: str | Path) -> Path:
@@ -30,18 +32,25 @@ def page_path(page: str | Path) -> Path:
     return path if path.is_absolute() else DOCS / path
 
 
-def python_blocks(page: str | Path, first_line_prefix: str | None = None) -> list[str]:
-    """The page's ```python blocks, in order, dedented to the fence's indentation.
-
-    With ``first_line_prefix``, only the blocks whose first line starts with it (as
-    ``"# conftest.py"``). A page that does not exist raises ``FileNotFoundError``.
+def code_blocks(page: str | Path, language: str, first_line_prefix: str | None = None) -> list[str]:
+    """The page's fenced blocks of ``language`` (```yaml), in order, dedented to the fence's
+    indentation; with ``first_line_prefix``, only those whose first line starts with it.
+    A page that does not exist raises ``FileNotFoundError``.
     """
     text = page_path(page).read_text(encoding="utf-8")
     blocks = []
     for match in _BLOCK.finditer(text):
+        if match.group("lang") != language:
+            continue
         indent = match.group("indent")
         lines = match.group("body").splitlines()
         body = "\n".join(line.removeprefix(indent) for line in lines) + "\n"
         if first_line_prefix is None or body.startswith(first_line_prefix):
             blocks.append(body)
     return blocks
+
+
+def python_blocks(page: str | Path, first_line_prefix: str | None = None) -> list[str]:
+    """The page's ```python blocks; ``first_line_prefix="# conftest.py"`` keeps the
+    blocks that are whole conftest files."""
+    return code_blocks(page, "python", first_line_prefix)

@@ -9,7 +9,6 @@ import flax  # noqa: F401
 import jax  # noqa: F401
 import optax  # noqa: F401
 import pytest
-
 from docs_blocks import python_blocks
 
 pytest_plugins = ["pytester"]
