@@ -13,7 +13,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from docs_blocks import code_blocks
 
 from .conftest import BAD_LINE, BAD_SOURCE, GOOD_SOURCE, REPO_ROOT, write
@@ -72,16 +71,17 @@ def _blocks_bad_commit_then_accepts_the_fix(repo: Path, env: dict[str, str], cod
     write(repo / "README.txt", "jnp.nan_to_num(grads) in a text file is not Python\n")
     _run(["git", "add", "-A"], repo, env).check_returncode()
     blocked = _run(["git", "commit", "-q", "-m", "train step"], repo, env)
-    assert blocked.returncode != 0, blocked.stdout + blocked.stderr
-    assert f"train.py:{BAD_LINE}:" in blocked.stdout and code in blocked.stdout
-    assert "README.txt" not in blocked.stdout  # types: [python]
+    report = blocked.stdout + blocked.stderr  # git hands the hook's output to stderr
+    assert blocked.returncode != 0, report
+    assert f"train.py:{BAD_LINE}:" in report and code in report
+    assert "README.txt" not in report  # types: [python]
     assert _run(["git", "rev-parse", "--verify", "HEAD"], repo, env).returncode != 0
 
     write(repo / "train.py", GOOD_SOURCE)
     _run(["git", "add", "-A"], repo, env).check_returncode()
     done = _run(["git", "commit", "-q", "-m", "train step"], repo, env)
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "Passed" in done.stdout
+    assert "Passed" in done.stdout + done.stderr
 
 
 @pytest.fixture(scope="module")
