@@ -122,6 +122,24 @@ def test_readme_speaks_of_the_project_not_its_history():
     assert not re.search(r"\bnow\b", text)
 
 
+def test_the_readme_lint_example_reports_what_it_shows(tmp_path):
+    text = _readme()
+    [block] = python_blocks(README, first_line_prefix="# train.py")
+    shown = re.search(r"\$ nozero lint train.py\n +(.+)\n", text).group(1)
+    (tmp_path / "train.py").write_text(block, encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, "-c", "import sys; from nozero.cli import main; sys.exit(main())"]
+        + ["lint", "--no-cache", "train.py"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 1, done.stderr
+    assert done.stdout.splitlines() == [shown]
+
+
 def test_readme_links_resolve():
     for target in re.findall(r"\]\(([^)#]+)(?:#[^)]*)?\)", _readme()):
         assert (ROOT / target).exists(), target
