@@ -103,6 +103,8 @@ def test_rule_pages_are_current():
     directory = Path(__file__).resolve().parents[2] / "docs" / "rules"
     expected = pages()
     assert sorted(p.name for p in directory.glob("*.md")) == sorted(expected)
+    # The site's rules section opens on index.md, which links every rule's page.
+    assert all(f"]({rule.code}.md)" in expected["index.md"] for rule in ALL_RULES)
     for name, text in expected.items():
         assert (directory / name).read_text(encoding="utf-8") == text, name
 
