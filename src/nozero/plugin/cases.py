@@ -72,6 +72,9 @@ class PoisonedCase:
                 f"{batch_name(trainer, poison.step)}[{poison.field!r}][{where}]"
             )
         lines.append(f"clean values elsewhere: trainer.clean_batches(seed={self.seed})")
+        masks = sorted({p.field for p in self.poisons if _holds_zeros_and_ones(trainer, p.field)})
+        for name in masks:
+            lines.append(_MASK_NOTE.format(name=name))
         return "\n".join(lines)
 
     def __repr__(self) -> str:
@@ -113,6 +116,20 @@ class CleanCase:
 
     def __repr__(self) -> str:
         return f"CleanCase({len(self.clean_batches)} batches)"
+
+
+_MASK_NOTE = (
+    "note: {name!r} holds only 0 and 1 in clean batches (a mask?). A NaN or Inf there "
+    "reaches the loss only where the mask multiplies values (x * mask); a guard that missed "
+    "it may hide a real silent zeroing (masked pooling with jnp.where). If masks are never "
+    "non-finite in your data, declare it: TrainerUnderTest(poison_fields=[the other float "
+    "fields]), or TrainerUnderTest.from_example(..., poison_fields=[...])"
+)
+
+
+def _holds_zeros_and_ones(trainer: TrainerUnderTest, name: str) -> bool:
+    values = trainer.clean_batches(0, 1)[0][name]
+    return bool(np.isin(values, (0.0, 1.0)).all())
 
 
 def poison_value(kind: str, dtype: np.dtype) -> float:
