@@ -3,8 +3,9 @@
 ``jax.jit`` keeps one cache entry per compilation; ``equinox.filter_jit`` and
 ``flax.nnx.jit`` hold such a function. ``jax.pmap`` keeps no cache one can read, so its
 compilations are counted from JAX's compile events: every pmap compiled in the process
-while counting, so build other pmapped functions (an optimizer's init) once, outside run(). Nothing here imports JAX at import
-time, so the pytest plugin can offer it without loading a framework.
+while counting, so build other pmapped functions (an optimizer's init) once, outside
+run(). Nothing here imports JAX at import time, so the pytest plugin can offer it without
+loading a framework.
 """
 
 from __future__ import annotations
