@@ -16,8 +16,10 @@ from typing import TYPE_CHECKING
 
 from nozero.lint import prefilter
 from nozero.lint.cache import Cache, Row, content_hash
+from nozero.lint.check import UNUSED_NOQA
 from nozero.lint.config import Selection
 from nozero.lint.finding import Finding, Problem
+from nozero.lint.noqa import has_nozero_noqa
 
 if TYPE_CHECKING:
     import multiprocessing.context
@@ -61,6 +63,10 @@ class Job:
     def checks_reasons(self) -> bool:
         return self.require_reason and "NZ002" in self.enabled
 
+    @property
+    def checks_noqa(self) -> bool:
+        return UNUSED_NOQA in self.enabled
+
 
 @dataclass
 class _Pending:
@@ -103,12 +109,17 @@ def lint_one(shown: str, data: bytes, job: Job) -> Outcome:
         source = decode_source(data)
     except ValueError as err:
         return "undecodable", [str(err)]
-    if not prefilter.concerns_nozero(source, job.checks_reasons):
+    if not (
+        prefilter.concerns_nozero(source, job.checks_reasons)
+        or (job.checks_noqa and has_nozero_noqa(source))
+    ):
         return "ok", []  # what the engine answers too, without importing it (and libcst)
     try:
-        from nozero.lint.engine import lint_source
+        from nozero.lint.check import check_source
 
-        findings = lint_source(source, shown, select=job.enabled, require_reason=job.require_reason)
+        findings = check_source(
+            source, shown, select=job.enabled, require_reason=job.require_reason
+        )
     except Exception as err:  # noqa: BLE001 - reported with the path, then the run goes on
         import traceback
 
