@@ -1,43 +1,106 @@
-"""Counting a jitted function's compilations from what JAX itself records: its cache.
+"""Counting a jitted function's compilations from what JAX itself records.
 
-No global counter and no wrapper around the Python function: ``jax.jit`` keeps one
-cache entry per compilation, and ``equinox.filter_jit`` holds such a function. Nothing
-here imports JAX, so the pytest plugin can offer it without loading a framework.
+``jax.jit`` keeps one cache entry per compilation; ``equinox.filter_jit`` and
+``flax.nnx.jit`` hold such a function. ``jax.pmap`` keeps no cache one can read, so its
+compilations are counted from JAX's compile events: every pmap compiled in the process
+while counting, so build other pmapped functions (an optimizer's init) once, outside
+run(). Nothing here imports JAX at import time, so the pytest plugin can offer it without
+loading a framework.
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from typing import Any
 
 __all__ = ["count_traces"]
 
+# The attributes that hold the jitted function inside a wrapper:
+# equinox.filter_jit (_cached), flax.nnx.jit (jitted_fn), functools.wraps (__wrapped__).
+_INNER = ("_cached", "jitted_fn", "__wrapped__")
+_COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
+_PMAP_NAMES = ("jit(_fun)", "pmap(_fun)")
+
+
+class _PmapCompiles:
+    """Compilations of pmapped functions, from JAX's monitoring events (one listener)."""
+
+    count = 0
+    listening = False
+
+    @classmethod
+    def listen(cls) -> None:
+        if cls.listening:
+            return
+        import jax.monitoring
+
+        def heard(event: str, duration: float, **info: Any) -> None:
+            if event == _COMPILE_EVENT and info.get("fun_name") in _PMAP_NAMES:
+                cls.count += 1
+
+        jax.monitoring.register_event_duration_secs_listener(heard)
+        cls.listening = True
+
+
+def _is_pmap(function: Any) -> bool:
+    """A ``jax.pmap`` function: a plain function with ``lower``, wrapping the user's."""
+    if "jax" not in sys.modules or not callable(getattr(function, "lower", None)):
+        return False
+    code = getattr(function, "__code__", None)
+    filename = getattr(code, "co_filename", "").replace("\\", "/")
+    return "/jax/_src/" in filename and "pmap" in filename
+
 
 def _cache_size_reader(function: Any) -> Callable[[], int]:
     """How to read one jitted function's number of compilations."""
-    seen = set()
+    given, seen = function, set()
     while id(function) not in seen:
         seen.add(id(function))
         if callable(getattr(function, "_cache_size", None)):  # jax.jit
             return function._cache_size
-        # equinox.filter_jit and functools.wraps-style wrappers hold the jitted function
-        inner = getattr(function, "_cached", None) or getattr(function, "__wrapped__", None)
+        if _is_pmap(function):
+            _PmapCompiles.listen()
+            start = _PmapCompiles.count
+            return lambda: _PmapCompiles.count - start
+        inner = next((getattr(function, a) for a in _INNER if hasattr(function, a)), None)
         if inner is None:
             break
         function = inner
     raise TypeError(
-        f"count_traces: {function!r} is not a jitted function (jax.jit, equinox.filter_jit); "
-        "pass the function your run() calls, or compile_count=<your own counter>"
+        f"count_traces: {given!r} is not a jitted function (jax.jit, equinox.filter_jit, "
+        "flax.nnx.jit, jax.pmap); pass the function your run() calls, or "
+        "compile_count=<your own counter>"
     )
 
 
-def count_traces(*jitted: Any) -> Callable[[], int]:
-    """The compilations of these jitted functions so far, summed, read from JAX's cache.
+class TraceCounter:
+    """The compilations so far, summed; ``problem`` says why it cannot count, if so."""
+
+    def __init__(self, readers: list[Callable[[], int]], problem: str | None) -> None:
+        self._readers = readers
+        self.problem = problem
+
+    def __call__(self) -> int:
+        if self.problem is not None:
+            raise TypeError(self.problem)
+        return sum(read() for read in self._readers)
+
+
+def count_traces(*jitted: Any) -> TraceCounter:
+    """The compilations of these jitted functions so far, summed, read from JAX.
 
     Use it as ``TrainerUnderTest(compile_count=...)``; a guard's functions are
-    ``guard.single`` and ``guard.multi``.
+    ``guard.single`` and ``guard.multi``. A function it cannot read is not an error here
+    (a fixture error would hit every check): ``pytest --nozero`` reports it once, as a
+    failure of one check, and calling the counter raises ``TypeError``.
     """
     if not jitted:
-        raise TypeError("count_traces needs at least one jitted function")
-    readers = [_cache_size_reader(function) for function in jitted]
-    return lambda: sum(read() for read in readers)
+        return TraceCounter([], "count_traces needs at least one jitted function")
+    readers = []
+    for function in jitted:
+        try:
+            readers.append(_cache_size_reader(function))
+        except TypeError as error:
+            return TraceCounter([], str(error))
+    return TraceCounter(readers, None)

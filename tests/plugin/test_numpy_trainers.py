@@ -242,3 +242,76 @@ def test_warnings_caused_by_the_poison_are_silenced(contract_dir):
     )
     result.assert_outcomes(passed=2, deselected=2)
     assert "RuntimeWarning" not in result.stdout.str()
+
+
+def test_a_value_nozero_cannot_read_is_reported_as_nozeros_problem(contract_dir):
+    contract_dir.makeconftest(
+        """
+        import numpy as np
+        import pytest
+        from numpy_trainers import make_trainer
+        from nozero.testing import TrainerUnderTest
+
+        class Offloaded:
+            '''Parameters paged out to a store that has gone away.'''
+            shape, dtype = (4, 1), np.float32
+
+            def __array__(self, dtype=None, copy=None):
+                raise OSError("the parameter store is closed")
+
+        def run(batches):
+            make_trainer().run(batches)
+            return {"layer": {"w": Offloaded()}}
+
+        @pytest.fixture
+        def nozero_trainer():
+            inner = make_trainer()
+            return TrainerUnderTest(inner.batch_spec, run, make_clean_batch=inner.make_clean_batch)
+        """
+    )
+    result = contract_dir.runpytest_inprocess(*FAST, "-k", "no_false_alarm")
+    result.assert_outcomes(failed=1, deselected=3)
+    result.stdout.fnmatch_lines(
+        [
+            "nozero check 'no_false_alarm' could not be judged: nozero failed to read what run "
+            "returned, at ['layer']['w']: OSError('the parameter store is closed')",
+            "This is nozero's problem, not the trainer's*",
+        ]
+    )
+    assert "minimal failing case" not in result.stdout.str()
+
+
+def test_a_poisoned_mask_is_named_as_one_with_how_to_declare_it(contract_dir):
+    contract_dir.makeconftest(
+        """
+        import numpy as np
+        import pytest
+        from nozero import check_finite
+        from nozero.testing import TrainerUnderTest
+
+        def run(batches):  # masked mean pooling: a NaN in the mask selects nothing
+            history = []
+            for step, batch in enumerate(batches):
+                x, mask = batch["x"], batch["mask"]
+                pooled = np.where(mask > 0, x, 0.0).sum(1) / np.maximum(mask.sum(1), 1)
+                loss = float(np.mean(pooled**2))
+                check_finite(step, loss, loss)
+                history.append((loss, loss))
+            return history
+
+        @pytest.fixture
+        def nozero_trainer():
+            rng = np.random.default_rng(0)
+            example = {"x": rng.standard_normal((4, 3)).astype(np.float32),
+                       "mask": np.array([[1, 1, 0]] * 4, np.float32)}
+            return TrainerUnderTest.from_example(example, run)
+        """
+    )
+    result = contract_dir.runpytest_inprocess(*FAST, "--hypothesis-seed=0", "-k", "halts")
+    result.assert_outcomes(failed=1, deselected=3)
+    result.stdout.fnmatch_lines(
+        [
+            "  poison: * at batches[[]*[]][[]'mask'[]]*",
+            "  note: 'mask' holds only 0 and 1 in clean batches (a mask?)*poison_fields=*",
+        ]
+    )

@@ -61,8 +61,10 @@ def test_count_traces_reads_the_jit_cache_of_jax_and_equinox_functions():
     assert compiles() == 2
     plain(jnp.ones(3))  # a new shape: a new compilation
     assert compiles() == 3
+    unreadable = count_traces(lambda x: x)  # reported by the plugin, not raised here
+    assert "is not a jitted function" in unreadable.problem
     with pytest.raises(TypeError, match="is not a jitted function"):
-        count_traces(lambda x: x)
+        unreadable()
 
 
 def test_returned_models_and_params_have_their_float_arrays_checked():
@@ -76,7 +78,7 @@ def test_returned_models_and_params_have_their_float_arrays_checked():
     params = {"dense": {"w": np.ones((2, 2)), "b": np.array([0.0, np.inf])}, "step": 3}
     assert read_returned(params).bad_array == "['dense']['b'] holds 1 non-finite values of 2"
     history = read_returned([(jnp.float32(0.5), 1.0), (0.25, np.float64(2.0))])
-    assert history.history == ((0.5, 1.0), (0.25, 2.0))
+    assert history.history.entries == ((0.5, 1.0), (0.25, 2.0))
     assert read_returned(None).returned_nothing
     assert "holding no float arrays" in read_returned("done").malformed
 
@@ -104,3 +106,27 @@ def test_check_finite_accepts_torch_tensors_that_require_grad_quietly():
             nozero.check_finite(1, loss * float("nan"), torch.tensor(2.0))
     model = torch.nn.Linear(2, 1)
     assert read_returned(model).state_arrays == 2
+
+
+def test_typed_prng_keys_are_skipped_and_user_histories_are_read():
+    from flax import nnx
+
+    model = nnx.Sequential(nnx.Linear(2, 3, rngs=nnx.Rngs(0)), nnx.Dropout(0.5, rngs=nnx.Rngs(1)))
+    read = read_returned(model)  # the Dropout's key and counter are not float arrays
+    assert read.state_arrays == 2 and read.bad_array is None
+    assert read.describe() == "returned normally: a Sequential whose 2 float arrays are all finite"
+    dicts = read_returned([{"loss": jnp.float32(0.5), "grad_norm": 1.0}, {"loss": 0.25}])
+    assert dicts.history.entries == ((0.5, 1.0), (0.25, None))
+    columns = read_returned({"train_loss": [0.5, float("nan")], "grad_norm": np.ones(2)})
+    assert columns.history.entries[1][1] == 1.0 and columns.first_non_finite()[0] == 1
+    # a parameter named like a loss is not a history
+    state = read_returned({"loss_head.bias": np.zeros(1), "w": np.ones(2)})
+    assert state.history is None and state.state_arrays == 2
+
+
+def test_articles_follow_the_sound_of_the_type_name():
+    import equinox as eqx
+
+    mlp = eqx.nn.MLP(2, 1, 4, 1, key=jax.random.key(0))
+    assert read_returned(mlp).describe().startswith("returned normally: an MLP whose")
+    assert "run returned an int holding no float arrays" in read_returned(3).malformed

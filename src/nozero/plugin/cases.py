@@ -52,10 +52,15 @@ class PoisonedCase:
     def batches(self, trainer: TrainerUnderTest, steps: int) -> list[Batch]:
         return apply_poisons(trainer.clean_batches(self.seed, steps), self.poisons)
 
-    def moved_to(self, batch: int) -> PoisonedCase:
-        """The same first poison, alone, in another batch."""
-        first = min(self.poisons, key=lambda poison: poison.step)
-        moved = Poison(first.kind, first.field, first.index, first.value, batch)
+    @property
+    def first_poison(self) -> Poison:
+        return min(self.poisons, key=lambda poison: poison.step)
+
+    def moved_to(self, batch: int, index: tuple[int, ...] | None = None) -> PoisonedCase:
+        """The same first poison, alone, in another batch (or at another element)."""
+        first = self.first_poison
+        where = first.index if index is None else index
+        moved = Poison(first.kind, first.field, where, first.value, batch)
         return PoisonedCase(self.seed, (moved,))
 
     def describe(self, trainer: TrainerUnderTest) -> str:
@@ -67,6 +72,9 @@ class PoisonedCase:
                 f"{batch_name(trainer, poison.step)}[{poison.field!r}][{where}]"
             )
         lines.append(f"clean values elsewhere: trainer.clean_batches(seed={self.seed})")
+        masks = sorted({p.field for p in self.poisons if _holds_zeros_and_ones(trainer, p.field)})
+        for name in masks:
+            lines.append(_MASK_NOTE.format(name=name))
         return "\n".join(lines)
 
     def __repr__(self) -> str:
@@ -110,6 +118,20 @@ class CleanCase:
         return f"CleanCase({len(self.clean_batches)} batches)"
 
 
+_MASK_NOTE = (
+    "note: {name!r} holds only 0 and 1 in clean batches (a mask?). A NaN or Inf there "
+    "reaches the loss only where the mask multiplies values (x * mask); a guard that missed "
+    "it may hide a real silent zeroing (masked pooling with jnp.where). If masks are never "
+    "non-finite in your data, declare it: TrainerUnderTest(poison_fields=[the other float "
+    "fields]), or TrainerUnderTest.from_example(..., poison_fields=[...])"
+)
+
+
+def _holds_zeros_and_ones(trainer: TrainerUnderTest, name: str) -> bool:
+    values = trainer.clean_batches(0, 1)[0][name]
+    return bool(np.isin(values, (0.0, 1.0)).all())
+
+
 def poison_value(kind: str, dtype: np.dtype) -> float:
     if kind in HUGE_KINDS:
         top = float(np.finfo(dtype).max)
@@ -117,12 +139,24 @@ def poison_value(kind: str, dtype: np.dtype) -> float:
     return NON_FINITE_VALUES[kind]
 
 
+def poisonable_batches(trainer: TrainerUnderTest, steps: int) -> int:
+    """How many leading batches may be poisoned: those whose optimizer step leaves the
+    whole ``check_every`` window inside the run, so a periodic check can answer."""
+    return trainer.batches_per_run(max(1, steps - trainer.check_every + 1))
+
+
+def run_steps(trainer: TrainerUnderTest, steps: int) -> int:
+    """Optimizer steps per run: at least ``check_every + 1``, so a trainer checking every
+    N steps checks inside the run, and is seen to be late when it is."""
+    return max(steps, trainer.check_every + 1)
+
+
 def edge_poisons(kinds: Sequence[str]) -> Callable[[TrainerUnderTest, int], list[PoisonedCase]]:
     """Each poison kind in each poisonable field in the first and the last batch."""
 
     def explicit(trainer: TrainerUnderTest, steps: int) -> list[PoisonedCase]:
         cases = []
-        last = trainer.batches_per_run(steps) - 1
+        last = poisonable_batches(trainer, steps) - 1
         for kind in kinds:
             for name in trainer.poison_fields:
                 shape, dtype = trainer.batch_spec[name]
@@ -136,7 +170,7 @@ def edge_poisons(kinds: Sequence[str]) -> Callable[[TrainerUnderTest, int], list
 
 def poisoned_cases(kinds: Sequence[str], max_poisons: int):
     def cases(trainer: TrainerUnderTest, steps: int) -> st.SearchStrategy[PoisonedCase]:
-        batches = trainer.batches_per_run(steps)
+        batches = poisonable_batches(trainer, steps)
         poison = poisons(trainer.batch_spec, batches, fields=trainer.poison_fields, kinds=kinds)
         chosen = st.lists(poison, min_size=1, max_size=max_poisons).map(tuple)
         return st.builds(PoisonedCase, seeds(), chosen)

@@ -11,11 +11,17 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, example, given, settings
 
+from nozero.plugin.calibration import Calibration, calibrate
+from nozero.plugin.cases import run_steps
 from nozero.plugin.judges import Check, Trial
 from nozero.plugin.options import OPTIONS_KEY, Options
+from nozero.plugin.quiet import quiet_frameworks
+from nozero.plugin.returned import ReaderFailure
 from nozero.plugin.trainer import TrainerUnderTest
 
 FIXTURE = "nozero_trainer"
+CALIBRATIONS_KEY = pytest.StashKey[dict[str, Calibration]]()
+REPORTED_KEY = pytest.StashKey[set[str]]()
 
 
 class CheckFailed(AssertionError):
@@ -59,7 +65,7 @@ def rerun_command(item: pytest.Item) -> str:
 
 def _report(check: Check, item: pytest.Item, failure: CheckFailed | RunTimedOut, trainer) -> str:
     """The failure as a bug report: check, minimal case, what the trainer did, rerun."""
-    label = item.name.partition("[")[2].rstrip("]") or FIXTURE
+    label = _label(item)
     return "\n".join(
         [
             f"nozero check '{check.name}' failed for trainer [{label}]",
@@ -80,12 +86,57 @@ def _failures(error: BaseException) -> list[CheckFailed]:
     return []
 
 
-def _timeout_problem(trial: Trial, stuck_at: str) -> str:
+class ReaderFailed(BaseException):
+    """nozero could not read what a run returned: stops Hypothesis, blames nozero."""
+
+    def __init__(self, failure: ReaderFailure) -> None:
+        super().__init__(str(failure))
+        self.failure = failure
+
+
+def _timeout_problem(trial: Trial, stuck_at: str, basis: str) -> str:
     where = f"\n  it was at:\n{stuck_at}" if stuck_at else ""
     return (
-        f"did not finish one run within {trial.seconds:g} s (--nozero-timeout / ini "
-        "nozero_timeout): does it retry a poisoned batch forever, or deadlock?" + where
+        f"did not finish one run within {trial.seconds:.3g} s ({basis}): does it retry a "
+        "poisoned batch forever, or deadlock?" + where
     )
+
+
+def _reader_report(check: Check, item: pytest.Item, failure: ReaderFailure) -> str:
+    return (
+        f"nozero check '{check.name}' could not be judged: nozero failed to read what run "
+        f"returned, at {failure.path}: {failure.error!r}\n"
+        "This is nozero's problem, not the trainer's: please report it with the type of that "
+        "value. Until it is fixed, return the per-step (loss, grad_norm) history instead."
+    )
+
+
+def _label(item: pytest.Item) -> str:
+    return item.name.partition("[")[2].rstrip("]") or FIXTURE
+
+
+def _calibration(trainer: TrainerUnderTest, steps: int, options: Options, item) -> Calibration:
+    """The trainer's measured clean run, once per registration (fixtures make a new
+    trainer object for each check)."""
+    known = item.config.stash.setdefault(CALIBRATIONS_KEY, {})
+    label = _label(item)
+    if label not in known:
+        known[label] = calibrate(trainer, steps, options.timeout)
+    return known[label]
+
+
+def _registration_problem(trainer: TrainerUnderTest, item: pytest.Item) -> str | None:
+    """A compile counter that cannot count, reported by one check per registration; the
+    others run without it."""
+    problem = getattr(trainer.compile_count, "problem", None)
+    if problem is None:
+        return None
+    reported = item.config.stash.setdefault(REPORTED_KEY, set())
+    label = _label(item)
+    if label in reported:
+        return ""
+    reported.add(label)
+    return problem
 
 
 def run_check(check: Check, trainer: Any, request: pytest.FixtureRequest) -> None:
@@ -97,22 +148,36 @@ def run_check(check: Check, trainer: Any, request: pytest.FixtureRequest) -> Non
             pytrace=False,
         )
     options: Options = request.config.stash[OPTIONS_KEY]
-    trial = Trial(trainer, options.steps, options.timeout, quiet=check.poisoned)
-    compiled_before = trainer.compile_count() if trainer.compile_count else None
+    problem = _registration_problem(trainer, request.node)
+    if problem:
+        pytest.fail(f"nozero_trainer [{_label(request.node)}]: {problem}", pytrace=False)
+    counter = None if problem is not None else trainer.compile_count
+    steps = run_steps(trainer, options.steps)
+    compiled_before = counter() if counter else None  # the clean runs below count too
+    with quiet_frameworks():
+        calibration = _calibration(trainer, steps, options, request.node)
+    if calibration.retraced:
+        pytest.fail(f"trainer [{_label(request.node)}] {calibration.retraced}", pytrace=False)
+    trial = Trial(
+        trainer, steps, calibration.seconds, quiet=check.poisoned, watch_checks=check.watch_checks
+    )
 
     def run_case(case: Any) -> None:
         outcome = trial.observe(case)
         if outcome.timed_out is not None:
-            raise RunTimedOut(_timeout_problem(trial, outcome.stuck_at), case)
+            problem = _timeout_problem(trial, outcome.stuck_at, calibration.basis)
+            raise RunTimedOut(problem, case)
+        if outcome.reader_failure is not None:
+            raise ReaderFailed(outcome.reader_failure)
         problem = outcome.malformed or check.judge(case, outcome, trial)
         if problem:
             raise CheckFailed(problem, case)
 
     # One database entry per item, not one shared by every trainer and check.
     run_case._hypothesis_internal_add_digest = request.node.nodeid.encode()  # type: ignore[attr-defined]
-    for case in reversed(check.explicit(trainer, options.steps)):
+    for case in reversed(check.explicit(trainer, steps)):
         run_case = example(case=case)(run_case)
-    test = given(case=check.cases(trainer, options.steps))(run_case)
+    test = given(case=check.cases(trainer, steps))(run_case)
     # Per-test settings: no global profile is loaded, so --hypothesis-profile and
     # --hypothesis-seed still apply; deadlines are off because compiling is slow.
     test = settings(
@@ -121,11 +186,13 @@ def run_check(check: Check, trainer: Any, request: pytest.FixtureRequest) -> Non
         suppress_health_check=[HealthCheck.too_slow],
     )(test)
     failure = None
-    with warnings.catch_warnings():
+    with warnings.catch_warnings(), quiet_frameworks():
         if check.poisoned:  # the check wrote the overflow in: its warnings are no news
             warnings.simplefilter("ignore", RuntimeWarning)
         try:
             test()
+        except ReaderFailed as unread:
+            failure = _reader_report(check, request.node, unread.failure)
         except RunTimedOut as timed_out:
             failure = _report(check, request.node, timed_out, trainer)
         except (CheckFailed, BaseExceptionGroup) as error:
@@ -136,8 +203,8 @@ def run_check(check: Check, trainer: Any, request: pytest.FixtureRequest) -> Non
     if failure is not None:  # failed outside the except block: no chained traceback
         pytest.fail(failure, pytrace=False)
 
-    if compiled_before is not None:
-        compiles = trainer.compile_count() - compiled_before
+    if counter is not None and compiled_before is not None:
+        compiles = counter() - compiled_before
         if compiles > 1:
             pytest.fail(
                 f"trainer compiled {compiles} times during the '{check.name}' check; "

@@ -18,9 +18,11 @@ from nozero.plugin.cases import (
     clean_cases,
     clean_explicit,
     edge_poisons,
+    poisonable_batches,
     poisoned_cases,
 )
 from nozero.plugin.outcome import WHAT_TO_RETURN, Outcome, observe
+from nozero.plugin.returned import finite
 from nozero.plugin.strategies import HUGE_KINDS, NON_FINITE_KINDS
 from nozero.plugin.trainer import TrainerUnderTest
 
@@ -37,15 +39,18 @@ class Trial:
     steps: int
     seconds: float
     quiet: bool = True
+    watch_checks: bool = False
 
     def observe(self, case: PoisonedCase | CleanCase) -> Outcome:
         batches = case.batches(self.trainer, self.steps)
-        return observe(self.trainer, batches, self.seconds, quiet=self.quiet)
+        return observe(
+            self.trainer, batches, self.seconds, quiet=self.quiet, watch_checks=self.watch_checks
+        )
 
 
-def _continuation_hints(outcome: Outcome, poisoned_step: int, steps: int) -> str:
+def _continuation_hints(outcome: Outcome, poisoned_step: int, trial: Trial) -> str:
     """Why a normal return after poison looks the way it does, from the history."""
-    history = outcome.history
+    history, steps = outcome.history, trial.steps
     if history is None:
         if outcome.returned_nothing:
             return f"\n  - it returned nothing: {WHAT_TO_RETURN}"
@@ -54,26 +59,38 @@ def _continuation_hints(outcome: Outcome, poisoned_step: int, steps: int) -> str
                 f"\n  - step {poisoned_step} left no non-finite trace in what it returned "
                 "(skipped, masked or replaced)"
             )
-        return ""
-    hints = []
-    if len(history) < steps:
-        hints.append(f"the history has {len(history)} entries for {steps} steps: steps skipped")
-    elif poisoned_step < len(history):
-        loss, grad_norm = history[poisoned_step]
-        if not math.isfinite(loss) and math.isfinite(grad_norm):
+        return _periodic_hint(trial)
+    entries, hints = history.entries, []
+    per_step = history.unit == "step"
+    if per_step and len(entries) < steps:
+        hints.append(f"the history has {len(entries)} entries for {steps} steps: steps skipped")
+    elif per_step and poisoned_step < len(entries):
+        loss, grad_norm = entries[poisoned_step]
+        if not math.isfinite(loss) and grad_norm is not None and math.isfinite(grad_norm):
             hints.append(
                 f"at step {poisoned_step} the loss is {loss!r} but the grad norm is "
                 f"{grad_norm!r}: the gradient was made finite (zeroed, nan_to_num)"
             )
-        elif math.isfinite(loss) and math.isfinite(grad_norm):
+        elif finite(loss) and finite(grad_norm):
             hints.append(
                 f"step {poisoned_step} left no non-finite trace in the history "
                 "(skipped, masked or replaced)"
             )
     bad = outcome.first_non_finite()
-    if bad is not None and bad[0] < len(history) - 1:
-        hints.append(f"training went on for {len(history) - 1 - bad[0]} steps after step {bad[0]}")
-    return "".join(f"\n  - {hint}" for hint in hints)
+    if bad is not None and per_step and bad[0] < len(entries) - 1:
+        hints.append(f"training went on for {len(entries) - 1 - bad[0]} steps after step {bad[0]}")
+    return "".join(f"\n  - {hint}" for hint in hints) + _periodic_hint(trial)
+
+
+def _periodic_hint(trial: Trial) -> str:
+    every = trial.trainer.check_every
+    return (
+        f"\n  - if it checks only every N steps, its check may not have run in this "
+        f"{trial.steps}-step run: declare TrainerUnderTest(check_every=N) (runs then take "
+        "N + 1 steps or more, and the check must come within N steps of the poison)"
+        if every == 1
+        else ""
+    )
 
 
 def _wrong_error(outcome: Outcome) -> str:
@@ -118,6 +135,9 @@ def _misplaced_halt(case: PoisonedCase, reported: int, trial: Trial, what: str) 
             f"(batch index // {per_update} = {poisoned})"
         )
     if reported < poisoned:
+        constant = _constant_step(case, reported, trial)
+        if constant:
+            return f"{head}: {constant}"
         guess = _accumulation_guess(reported, batch) if per_update == 1 else None
         if guess is not None:
             return (
@@ -137,9 +157,51 @@ def _misplaced_halt(case: PoisonedCase, reported: int, trial: Trial, what: str) 
                 "exist); the documented step is the 0-based index of the optimizer step"
             )
     late = reported - poisoned - every + 1
+    replica = _one_replica_hint(case, trial)
+    cause = replica or (
+        "is it checking less often than it declares, or checking the loss but not the gradient?"
+    )
+    return f"{head}: detected {late} step{'s' if late > 1 else ''} late: {cause}"
+
+
+def _constant_step(case: PoisonedCase, reported: int, trial: Trial) -> str | None:
+    """The same step reported for a poison in another step: a counter that never moves."""
+    first, last = 0, poisonable_batches(trial.trainer, trial.steps) - 1
+    other = last if case.first_batch != last else first
+    if other == case.first_batch:
+        return None
+    probe = trial.observe(case.moved_to(other))
+    if probe.halt is None or probe.halt[0] != reported:
+        return None
+    step = other // trial.trainer.steps_per_update
     return (
-        f"{head}: detected {late} step{'s' if late > 1 else ''} late: is it checking less "
-        "often than it declares, or checking the loss but not the gradient?"
+        f"it reports step {reported} whatever step the poison is in (step {reported} again "
+        f"for the same poison in optimizer step {step}): the reported step is a constant. Is "
+        "its step counter created, or reset to 0, on every call of the step function, or "
+        "never incremented? Report the 0-based index of the optimizer step in this run"
+    )
+
+
+def _one_replica_hint(case: PoisonedCase, trial: Trial) -> str:
+    """Whether the same poison at element 0 is caught in time: a check that reads one
+    replica's or one device's values only, when the poison sat in another's rows."""
+    poison = case.first_poison
+    if not any(poison.index):
+        return ""
+    zeros = (0,) * len(poison.index)
+    probe = trial.observe(case.moved_to(poison.step, zeros))
+    if probe.halt is None:
+        return ""
+    step = case.first_step(trial.trainer)
+    if not step <= probe.halt[0] < step + trial.trainer.check_every:
+        return ""
+    where = ", ".join(map(str, poison.index))
+    return (
+        f"the same poison at [{', '.join(map(str, zeros))}] is caught at step {probe.halt[0]}, "
+        f"at [{where}] it is not: does it check one replica's or one device's values only "
+        "(device 0's loss or grad norm, the first shard)? Under data parallelism every "
+        "replica's flag must be reduced (jax.lax.pmax or psum over the device axis, or the "
+        "global loss and grad norm) before the check"
     )
 
 
@@ -154,7 +216,9 @@ def _halt_in_window(case: PoisonedCase, outcome: Outcome, trial: Trial, what: st
 def judge_halts(case: PoisonedCase, outcome: Outcome, trial: Trial) -> str | None:
     if outcome.halt is None:
         if outcome.returned:
-            hints = _continuation_hints(outcome, case.first_step(trial.trainer), trial.steps)
+            hints = _continuation_hints(outcome, case.first_step(trial.trainer), trial)
+            replica = _one_replica_hint(case, trial)
+            hints += f"\n  - {replica}" if replica else ""
             return f"never raised: {outcome.describe()}{hints}"
         return _wrong_error(outcome)
     misplaced = _halt_in_window(case, outcome, trial, "the poison")
@@ -175,6 +239,14 @@ def judge_overflow(case: PoisonedCase, outcome: Outcome, trial: Trial) -> str | 
         return (
             f"{outcome.describe()}\n  — a non-finite loss, grad norm or parameter must raise "
             "the documented error, not be returned"
+        )
+    if outcome.history is None and not set(range(trial.steps)) <= outcome.checked_steps:
+        return (
+            f"{outcome.describe()}, after a huge value, but no per-step history: finite "
+            "parameters prove nothing about the losses along the way (an Inf loss that a "
+            "guard let through can leave Adam's parameters finite, its updates zeroed). "
+            f"So that the overflow check can vouch for it, {WHAT_TO_RETURN.split(', or')[0]}, "
+            "or check every step with nozero.check_finite(step, loss, grad_norm)"
         )
     return None
 
@@ -229,9 +301,10 @@ def judge_no_false_alarm(case: CleanCase, outcome: Outcome, trial: Trial) -> str
         return f"{outcome.describe()}\n  on clean, finite batches"
     if outcome.continued_non_finite:
         return f"{outcome.describe()} without raising: it continued past a non-finite value"
-    if outcome.history is not None and len(outcome.history) != steps:
+    history = outcome.history
+    if history is not None and history.unit == "step" and len(history.entries) != steps:
         return (
-            f"returned {len(outcome.history)} history entries for {steps} optimizer steps "
+            f"returned {len(history.entries)} history entries for {steps} optimizer steps "
             f"({trainer.batches_per_run(steps)} batches, steps_per_update="
             f"{trainer.steps_per_update}): one (loss, grad_norm) per optimizer step"
         )
@@ -241,7 +314,7 @@ def judge_no_false_alarm(case: CleanCase, outcome: Outcome, trial: Trial) -> str
 def judge_never_continue(case: PoisonedCase, outcome: Outcome, trial: Trial) -> str | None:
     poisoned, every = case.first_step(trial.trainer), trial.trainer.check_every
     if outcome.returned:
-        hints = _continuation_hints(outcome, poisoned, trial.steps)
+        hints = _continuation_hints(outcome, poisoned, trial)
         return f"returned normally after the poison at step {poisoned}: {outcome.describe()}{hints}"
     if outcome.halt is None:
         return _wrong_error(outcome)
@@ -263,6 +336,7 @@ class Check:
     explicit: Callable[[TrainerUnderTest, int], Sequence]
     judge: Judge
     poisoned: bool  # floating-point warnings of its runs are the check's own doing
+    watch_checks: bool = False  # its judge reads the steps passed to nozero.check_finite
 
 
 CHECKS: tuple[Check, ...] = (
@@ -283,6 +357,7 @@ CHECKS: tuple[Check, ...] = (
         explicit=edge_poisons(HUGE_KINDS),
         judge=judge_overflow,
         poisoned=True,
+        watch_checks=True,
     ),
     Check(
         name="no_false_alarm",

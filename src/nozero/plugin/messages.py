@@ -20,6 +20,8 @@ _LIBRARY_DIRS = tuple(
 _PLUGIN_DIR = str(Path(__file__).resolve().parent)
 _LOOSE = re.compile(r"non-finite loss/grad at step (-?\d+): loss=(\S+) grad_norm=(\S+)")
 DOCUMENTED_START = "non-finite loss/grad at step"
+# JAX's runtime errors that wrap an exception raised inside a host callback.
+_WRAPPERS = ("JaxRuntimeError", "XlaRuntimeError")
 
 
 def _is_user_frame(filename: str) -> bool:
@@ -70,6 +72,20 @@ def _first_difference(got: str, expected: str) -> int:
     return min(len(got), len(expected))
 
 
+def _callback_wrapper(error: BaseException, start: int) -> str | None:
+    """The documented message inside JAX's runtime error: a raise in a host callback."""
+    kind = type(error)
+    if kind.__name__ not in _WRAPPERS or "checkify" in kind.__module__ or not start:
+        return None
+    return (
+        f"the documented message is wrapped in {kind.__name__}: an exception raised inside "
+        "a jax.debug.callback (or io_callback) under jit reaches the caller as JAX's runtime "
+        f"error, with {start} characters of JAX's text before it. Unwrap it: run the step "
+        "inside `with nozero.jax.nonfinite_errors(step):`, which re-raises it as "
+        "nozero.NonFiniteError"
+    )
+
+
 def near_miss(error: BaseException) -> str | None:
     """What keeps an error that looks like the documented one from being it, or None."""
     text = str(error)
@@ -85,6 +101,9 @@ def near_miss(error: BaseException) -> str | None:
     loose = _LOOSE.match(candidate)
     if loose is None:
         return f"it starts like the documented message ({DOCUMENTED_START!r}) but is not it"
+    wrapper = _callback_wrapper(error, start)
+    if wrapper:
+        return wrapper
     step, loss, grad_norm = loose.groups()
     try:
         expected = format_message(int(step), float(loss), float(grad_norm.rstrip(",;")))

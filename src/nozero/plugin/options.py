@@ -11,19 +11,18 @@ import pytest
 
 DEFAULT_EXAMPLES = 50
 DEFAULT_STEPS = 4
-DEFAULT_TIMEOUT = 120.0
 FACTORY_SPEC = re.compile(r"[A-Za-z_][\w.]*:[A-Za-z_][\w.]*")
 
 
 @dataclass(frozen=True)
 class Options:
     """``examples`` per check and trainer, optimizer ``steps`` per run, ``timeout``
-    seconds per run, and the trainer ``factories`` named in the ini file or on the command
-    line."""
+    seconds per run (None: follow the trainer's measured clean run), and the trainer
+    ``factories`` named in the ini file or on the command line."""
 
     examples: int
     steps: int
-    timeout: float
+    timeout: float | None
     factories: tuple[str, ...]
 
 
@@ -51,7 +50,8 @@ def add_options(parser: pytest.Parser) -> None:
     group.addoption(
         "--nozero-timeout",
         metavar="SECONDS",
-        help=f"time limit of one trainer run (default {DEFAULT_TIMEOUT:g})",
+        help="time limit of one trainer run (default: 5 x the trainer's first clean run, "
+        "at least 5 s)",
     )
     group.addoption(
         "--nozero-trainer",
@@ -97,10 +97,10 @@ def _whole_number(config: pytest.Config, name: str, default: int) -> int:
     return value
 
 
-def _seconds(config: pytest.Config) -> float:
+def _seconds(config: pytest.Config) -> float | None:
     given, where = _given(config, "timeout")
     if given in (None, ""):
-        return DEFAULT_TIMEOUT
+        return None
     try:
         value = float(str(given).strip())
     except ValueError:

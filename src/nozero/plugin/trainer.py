@@ -59,9 +59,12 @@ class TrainerUnderTest:
     - ``run(batches)``: trains from a fresh initialisation on ``batches`` in order, one
       optimizer step per ``steps_per_update`` batches; must raise the documented error
       (:class:`nozero.NonFiniteError`) at the optimizer step that saw a non-finite value.
-      It returns the per-step ``(loss, grad_norm)`` history (all must be finite), or the
-      trained model / params / state (all its float arrays must be finite). A run that
-      returns nothing leaves the ``overflow`` check nothing to inspect, and fails it.
+      It returns the per-step history (``(loss, grad_norm)`` pairs, a list of metric
+      dicts, a dict of lists, Keras' ``History``; all must be finite), or the trained
+      model / params / state (all its float arrays must be finite). After a huge input,
+      ``overflow`` accepts a normal return only with a history, or when every step went
+      through ``nozero.check_finite``: finite parameters alone prove nothing about the
+      losses along the way.
     - ``poison_fields``: float fields the checks may poison (default: all float fields).
     - ``check_every``: the declared detection granularity in optimizer steps (1 = exact).
     - ``make_clean_batch(rng)``: a batch of valid, finite values (default: standard-normal

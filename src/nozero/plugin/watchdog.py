@@ -56,16 +56,24 @@ def _interrupt(thread: threading.Thread) -> None:
 
 
 def call_with_limit(
-    function: Callable[..., Any], args: tuple, seconds: float, *, quiet: bool
+    function: Callable[..., Any],
+    args: tuple,
+    seconds: float,
+    *,
+    quiet: bool,
+    profile: Callable[[Any, str, Any], None] | None = None,
 ) -> CallResult:
     """``function(*args)`` in a worker thread, abandoned after ``seconds``.
 
     ``quiet``: numpy floating-point warnings are off in the worker (the check injected the
-    overflow itself, so they are not news).
+    overflow itself, so they are not news). ``profile``: a ``sys.setprofile`` hook for the
+    worker's calls.
     """
     box: dict[str, Any] = {}
 
     def work() -> None:
+        if profile is not None:
+            sys.setprofile(profile)
         try:
             if quiet:
                 with np.errstate(all="ignore"), warnings.catch_warnings():
@@ -77,6 +85,8 @@ def call_with_limit(
             pass
         except Exception as error:  # the judges decide which exceptions are acceptable
             box["error"] = error
+        finally:
+            sys.setprofile(None)
 
     worker = threading.Thread(target=work, name="nozero-trainer-run", daemon=True)
     worker.start()
