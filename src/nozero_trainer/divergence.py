@@ -1,0 +1,74 @@
+"""Which checkpoints a restart may roll back to: those whose loss had not yet diverged.
+
+A run can diverge through finite losses (1e5, 1e20, 1e36) long before a step is
+non-finite. A checkpoint saved in that stretch holds diverged parameters: restarting from
+it halts again. So a checkpoint is judged by the training losses around it:
+
+- its *own* loss is the median loss of the :data:`WINDOW` steps taken from its
+  parameters (steps ``N .. N+WINDOW-1`` for a checkpoint after ``N`` steps), and the
+  median of the ``WINDOW`` steps that led to it (``N-WINDOW .. N-1``), whichever is
+  larger; a non-finite value counts as infinite;
+- the *reference* is the best loss so far: the lowest median over runs of ``WINDOW``
+  consecutive steps before ``N`` (a median, so one lucky batch is not the bar);
+- it had diverged when its own loss is not finite or more than :data:`FACTOR` times the
+  reference. A checkpoint with no logged step before it (step 0) is judged by finiteness.
+
+Medians over a few steps keep one unlucky batch from condemning a checkpoint; a factor of
+100 is far above the batch-to-batch spread of a healthy run's loss, and far below the
+orders of magnitude a divergence climbs through. No numpy or JAX here.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Iterable, Sequence
+
+FACTOR = 100.0  # a loss this many times the best so far has diverged
+WINDOW = 3  # steps per median
+
+
+def _median(values: Sequence[float]) -> float:
+    """Median with NaN counted as +inf (a NaN loss is as bad as an infinite one)."""
+    return statistics.median(v if not math.isnan(v) else math.inf for v in values)
+
+
+class LossHistory:
+    """The per-step training losses of a run, as the runner logs them (every attempt)."""
+
+    def __init__(self) -> None:
+        self.losses: dict[int, float] = {}
+
+    def record(self, first_step: int, losses: Iterable[float]) -> None:
+        """Steps ``first_step, first_step+1, ...`` had these losses (a rerun overwrites)."""
+        for offset, loss in enumerate(losses):
+            self.losses[first_step + offset] = float(loss)
+
+    def forget_from(self, step: int) -> None:
+        """A restart from ``step`` runs the steps from there again: drop what they logged."""
+        self.losses = {s: v for s, v in self.losses.items() if s < step}
+
+    def best_before(self, step: int) -> float | None:
+        """The lowest median of ``WINDOW`` consecutive logged steps before ``step``."""
+        before = [self.losses[s] for s in sorted(self.losses) if s < step]
+        if not before:
+            return None
+        if len(before) < WINDOW:
+            return _median(before)
+        return min(_median(before[i : i + WINDOW]) for i in range(len(before) - WINDOW + 1))
+
+    def diverged(self, step: int) -> str | None:
+        """Why the checkpoint after ``step`` steps had diverged, or ``None`` when it had not."""
+        windows = [
+            [self.losses[s] for s in range(start, start + WINDOW) if s in self.losses]
+            for start in (step - WINDOW, step)
+        ]
+        own = max((_median(w) for w in windows if w), default=None)
+        if own is None:
+            return None  # nothing logged around it: nothing says it diverged
+        if not math.isfinite(own):
+            return "its loss was not finite"
+        best = self.best_before(step)
+        if best is not None and math.isfinite(best) and own > FACTOR * max(best, 0.0):
+            return f"its loss {own:.3g} was over {FACTOR:g}x the best so far, {best:.3g}"
+        return None
