@@ -1,7 +1,7 @@
 """``nozero-train``: train, make synthetic data, run the demo, diagnose or plot a run.
 
 Exit status: 0 success, 2 usage error, bad settings/data/checkpoint or a missing extra,
-3 non-finite halt.
+3 non-finite halt, 128 + N when signal N (SIGTERM, SIGINT) ended the run.
 
 The training flags are generated from the fields of ``TrainConfig`` and ``RunOptions``
 (name, default and help live on the field), and every subcommand is one entry of

@@ -3,10 +3,12 @@
 The run directory holds
 
 - ``metrics.jsonl``: one JSON object per line: ``train`` events per step, ``eval`` events
-  (per-head PR-AUC and positive counts), ``halt``, ``restart`` and ``resume`` events;
+  (per-head PR-AUC and positive counts), ``halt``, ``restart``, ``resume`` and
+  ``interrupted`` events;
 - ``checkpoints/``: a verified checkpoint at every evaluation and at the end;
 - ``postmortem/``: a bundle per halt;
-- ``status.json``, written atomically. Only a run that completed says ``"finished"``.
+- ``status.json``, written atomically. Only a run that completed says ``"finished"``; one
+  ended by SIGTERM or SIGINT says ``"interrupted"`` (see :mod:`nozero_trainer.interrupt`).
 
 Checkpoints are written from the loop's ``on_sync`` hook, which only ever sees states whose
 every step the guard confirmed finite, so no checkpoint can hold a non-finite update.
@@ -534,8 +536,8 @@ def _run_training(
         try:
             return _train_and_finish(run, start, train, holdout, weights, mask, masked)
         except RunInterrupted as signal:
+            # No barrier: a process the signal did not reach would never arrive at it.
             run.interrupted(signal)
-            distributed.barrier("interrupted")
             raise
 
 
