@@ -31,7 +31,7 @@ from nozero_trainer.config import (
     check_settings,
     flag_name,
 )
-from nozero_trainer.interrupt import RunInterrupted
+from nozero_trainer.interrupt import RunInterrupted, catch_signals
 
 EXIT_USAGE = 2
 EXIT_HALT = 3
@@ -371,7 +371,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     package_log.addHandler(log_handler)
     package_log.setLevel(logging.INFO)
     try:
-        return command.run(args)
+        with catch_signals():  # from here on, SIGTERM/SIGINT end the command with one line
+            return command.run(args)
     except NonFiniteError as err:
         print(str(err), file=sys.stderr)
         bundle = getattr(err, "postmortem", None)
@@ -384,8 +385,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         return EXIT_USAGE
     except RunInterrupted as signal:
         # One line, on a line of its own (a progress line may be half written).
-        where = getattr(signal, "summary", "before the run directory was created")
-        print(f"\nnozero-train: {signal} {where}", file=sys.stderr, flush=True)
+        where = getattr(signal, "summary", None)
+        text = f"{signal} {where}" if where else str(signal)
+        print(f"\nnozero-train: {text}", file=sys.stderr, flush=True)
         return EXIT_SIGNAL_BASE + signal.signum
     except (ValueError, FileNotFoundError) as err:
         print(f"nozero-train: error: {err}", file=sys.stderr)

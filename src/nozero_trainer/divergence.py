@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 FACTOR = 100.0  # a loss this many times the best so far has diverged
 WINDOW = 3  # steps per median
@@ -43,6 +44,14 @@ class LossHistory:
         """Steps ``first_step, first_step+1, ...`` had these losses (a rerun overwrites)."""
         for offset, loss in enumerate(losses):
             self.losses[first_step + offset] = float(loss)
+
+    def replay(self, events: Iterable[Mapping[str, Any]]) -> None:
+        """On resume: the losses of a run's ``metrics.jsonl`` events, as its restarts left them."""
+        for event in events:
+            if event.get("event") in ("restart", "resume"):
+                self.forget_from(int(event["step"]))
+            elif event.get("event") in (None, "train") and event.get("loss") is not None:
+                self.record(int(event["step"]), [event["loss"]])
 
     def forget_from(self, step: int) -> None:
         """A restart from ``step`` runs the steps from there again: drop what they logged."""

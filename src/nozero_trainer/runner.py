@@ -235,14 +235,6 @@ class _Run:
             with deferred():
                 write_status(self.out_dir, status)
 
-    def replay_history(self, events: list[dict[str, Any]]) -> None:
-        """On resume: the losses the run logged before, as the restarts saw them."""
-        for event in events:
-            if event.get("event") == "restart":
-                self.history.forget_from(int(event["step"]))
-            elif event.get("event") == "train" and "loss" in event:
-                self.history.record(int(event["step"]), [event["loss"]])
-
     def loop_config(self) -> TrainConfig:
         """The config the loop runs: the LR scaled after restarts, syncs on evaluations."""
         config = self.config
@@ -470,7 +462,12 @@ def run_training(
     once ``status.json`` says "interrupted" (the last checkpoint is kept as it was).
     """
     with catch_signals():
-        return _run_training(config, data_dir, out_dir, stream=stream, options=options)
+        try:
+            return _run_training(config, data_dir, out_dir, stream=stream, options=options)
+        except RunInterrupted as signal:
+            if not hasattr(signal, "summary"):  # still loading and checking: nothing written
+                signal.summary = "before training started; the run directory is as it was"
+            raise
 
 
 def _run_training(
@@ -530,7 +527,7 @@ def _run_training(
         run = _Run(config, out_dir, holdout, run_config, options, metrics, stream, placement)
         run.restarts, run.lr_scale = start.restarts, start.lr_scale
         if resumed_from is not None:
-            run.replay_history(read_metrics(log_path) if writer else [])
+            run.history.replay(read_metrics(log_path) if writer else [])
             run.confirmed_step = resumed_from
             metrics.write({"event": "resume", "step": resumed_from})
         try:

@@ -56,6 +56,25 @@ def test_a_restart_forgets_what_the_abandoned_steps_logged():
     assert history.diverged(4) is None
 
 
+def test_a_resumed_run_reads_the_losses_back_as_its_restarts_left_them():
+    events = [
+        *({"event": "train", "step": s, "loss": v} for s, v in enumerate([0.5, 0.4, 0.3])),
+        *({"event": "train", "step": s, "loss": v} for s, v in [(3, 1e9), (4, 1e12), (5, 1e15)]),
+        {"event": "halt", "step": 5},
+        {"event": "restart", "step": 3},
+        {"event": "train", "step": 3, "loss": 0.3},
+        {"step": 4, "loss": 0.29},  # records from before the event tag
+        {"event": "eval", "step": 4, "pr_auc": {}},
+        {"event": "resume", "step": 4},
+        {"event": "train", "step": 4, "loss": 0.28},
+        {"event": "train", "step": 5, "loss": math.inf},
+    ]
+    history = LossHistory()
+    history.replay(events)
+    assert history.losses == {0: 0.5, 1: 0.4, 2: 0.3, 3: 0.3, 4: 0.28, 5: math.inf}
+    assert history.diverged(3) is None and history.diverged(5) == "its loss was not finite"
+
+
 # A linear model whose learning rate times its weight decay passes 2 during the warmup:
 # AdamW's decay then multiplies the weights by a growing factor every step, so the loss
 # climbs through finite values (1e5 at step 20, 1e20 at 40, 1e32 at 60; measured) until
