@@ -20,8 +20,10 @@ orders of magnitude a divergence climbs through. No numpy or JAX here.
 
 from __future__ import annotations
 
+import bisect
 import math
 import statistics
+from array import array
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -35,15 +37,41 @@ def _median(values: Sequence[float]) -> float:
 
 
 class LossHistory:
-    """The per-step training losses of a run, as the runner logs them (every attempt)."""
+    """The per-step training losses of a run, as the runner logs them (every attempt).
+
+    Steps are kept in order with a running best, so judging a checkpoint costs a binary
+    search however long the run: the runner judges its checkpoints at every save.
+    """
 
     def __init__(self) -> None:
-        self.losses: dict[int, float] = {}
+        # Typed arrays: 8 bytes a step, so a run of millions of steps stays small.
+        self.steps = array("q")
+        self.values = array("d")
+        self.best = array("d")  # best[i]: the best window median up to steps[i]
+
+    @property
+    def losses(self) -> dict[int, float]:
+        return dict(zip(self.steps, self.values, strict=True))
 
     def record(self, first_step: int, losses: Iterable[float]) -> None:
-        """Steps ``first_step, first_step+1, ...`` had these losses (a rerun overwrites)."""
+        """Steps ``first_step, first_step+1, ...`` had these losses.
+
+        Logging a step again means the run went back there: what came after is dropped.
+        """
+        self.forget_from(first_step)
         for offset, loss in enumerate(losses):
-            self.losses[first_step + offset] = float(loss)
+            self.steps.append(first_step + offset)
+            self.values.append(float(loss))
+            window = _median(self.values[-WINDOW:])  # fewer steps than a window: all
+            if len(self.values) <= WINDOW:
+                self.best.append(window)
+            else:
+                self.best.append(min(self.best[-1], window))
+
+    def forget_from(self, step: int) -> None:
+        """A restart from ``step`` runs the steps from there again: drop what they logged."""
+        keep = bisect.bisect_left(self.steps, step)
+        del self.steps[keep:], self.values[keep:], self.best[keep:]
 
     def replay(self, events: Iterable[Mapping[str, Any]]) -> None:
         """On resume: the losses of a run's ``metrics.jsonl`` events, as its restarts left them."""
@@ -53,25 +81,20 @@ class LossHistory:
             elif event.get("event") in (None, "train") and event.get("loss") is not None:
                 self.record(int(event["step"]), [event["loss"]])
 
-    def forget_from(self, step: int) -> None:
-        """A restart from ``step`` runs the steps from there again: drop what they logged."""
-        self.losses = {s: v for s, v in self.losses.items() if s < step}
-
     def best_before(self, step: int) -> float | None:
         """The lowest median of ``WINDOW`` consecutive logged steps before ``step``."""
-        before = [self.losses[s] for s in sorted(self.losses) if s < step]
-        if not before:
-            return None
-        if len(before) < WINDOW:
-            return _median(before)
-        return min(_median(before[i : i + WINDOW]) for i in range(len(before) - WINDOW + 1))
+        index = bisect.bisect_left(self.steps, step) - 1
+        return self.best[index] if index >= 0 else None
+
+    def _window(self, first: int) -> Sequence[float]:
+        """The losses logged for steps ``first .. first+WINDOW-1``."""
+        start = bisect.bisect_left(self.steps, first)
+        end = bisect.bisect_left(self.steps, first + WINDOW)
+        return self.values[start:end]
 
     def diverged(self, step: int) -> str | None:
         """Why the checkpoint after ``step`` steps had diverged, or ``None`` when it had not."""
-        windows = [
-            [self.losses[s] for s in range(start, start + WINDOW) if s in self.losses]
-            for start in (step - WINDOW, step)
-        ]
+        windows = [self._window(start) for start in (step - WINDOW, step)]
         own = max((_median(w) for w in windows if w), default=None)
         if own is None:
             return None  # nothing logged around it: nothing says it diverged
