@@ -73,6 +73,13 @@ def test_make_data_reports_every_bad_flag_at_once(tmp_path, capsys):
     assert _leftovers(tmp_path) == []
 
 
+def test_demo_with_too_few_rows_names_the_flag_before_writing_anything(tmp_path, capsys):
+    code, err = _run(capsys, "demo", "--rows", "9", "--out", tmp_path / "run")
+    assert code == 2
+    assert err == "nozero-train: error: --rows: must be at least 10 (rows in all), got 9\n"
+    assert _leftovers(tmp_path) == []
+
+
 def test_a_mistyped_train_flag_shows_the_usage_of_train(synthetic_dir, tmp_path, capsys):
     code, err = _run(
         capsys, "train", "--data", synthetic_dir, "--out", tmp_path / "r", "--stepz", "10"
