@@ -88,6 +88,7 @@ def save_checkpoint(
     config: Mapping[str, Any],
     state: Mapping[str, Any] | None = None,
     keep: int = 3,
+    also_keep: str | None = None,
 ) -> Path:
     """Write a complete checkpoint, point ``latest`` at it, and prune old ones.
 
@@ -95,7 +96,8 @@ def save_checkpoint(
     any array is refused with ``CheckpointError`` before anything is written. ``state`` is
     whatever else the loop needs to resume exactly (a learning-rate scale, restart count).
     The caller guarantees every step up to ``step`` was confirmed finite. ``keep`` older
-    checkpoints (at least the one ``latest`` names) survive pruning.
+    checkpoints (at least the one ``latest`` names) survive pruning, and ``also_keep`` (the
+    name of an older one a restart may need to roll back to) as well.
     """
     # Each tree is fetched to the host once: the same arrays are checked, then written.
     arrays = {"params": tree_to_arrays(params), "opt_state": tree_to_arrays(opt_state)}
@@ -135,18 +137,51 @@ def save_checkpoint(
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     atomic_write_text(root / LATEST, name + "\n")
-    _prune(root, keep=max(1, keep), protect=name)
+    _prune(root, keep=max(1, keep), protect={name, also_keep})
     return final
 
 
-def _prune(root: Path, keep: int, protect: str) -> None:
+def _prune(root: Path, keep: int, protect: set[str | None]) -> None:
     """Remove leftovers of interrupted saves and all but the newest ``keep`` checkpoints."""
     for leftover in root.glob(".tmp-*"):
         shutil.rmtree(leftover, ignore_errors=True)
     complete = sorted(p for p in root.glob("step-*") if p.is_dir())  # zero-padded: by step
     for old in complete[:-keep]:
-        if old.name != protect:
+        if old.name not in protect:
             shutil.rmtree(old, ignore_errors=True)
+
+
+def list_checkpoints(run_dir: str | os.PathLike[str]) -> list[tuple[int, Path]]:
+    """Every complete checkpoint of the run as ``(step, path)``, oldest first."""
+    root = checkpoints_dir(run_dir)
+    found = []
+    for path in sorted(p for p in root.glob("step-*") if p.is_dir()):
+        try:
+            found.append((int(path.name.split("-")[1]), path))
+        except (IndexError, ValueError):
+            continue
+    return found
+
+
+def roll_back(run_dir: str | os.PathLike[str], to: Path | None) -> list[Path]:
+    """Point ``latest`` at the older checkpoint ``to`` (``None``: at none, a fresh start);
+    remove the newer ones and return them.
+
+    The newer checkpoints hold parameters the run judged diverged; left in place, pruning
+    would keep them and drop the good one once the restarted run saves again, and a
+    ``--resume`` would continue from them.
+    """
+    root = checkpoints_dir(run_dir)
+    if to is None:
+        (root / LATEST).unlink(missing_ok=True)
+        step = -1
+    else:
+        atomic_write_text(root / LATEST, to.name + "\n")
+        step = int(to.name.split("-")[1])
+    newer = [p for s, p in list_checkpoints(run_dir) if s > step or (s == step and p != to)]
+    for path in newer:
+        shutil.rmtree(path, ignore_errors=True)
+    return newer
 
 
 def latest_checkpoint(run_dir: str | os.PathLike[str]) -> Path | None:

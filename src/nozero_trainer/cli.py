@@ -1,7 +1,7 @@
 """``nozero-train``: train, make synthetic data, run the demo, diagnose or plot a run.
 
 Exit status: 0 success, 2 usage error, bad settings/data/checkpoint or a missing extra,
-3 non-finite halt.
+3 non-finite halt, 128 + N when signal N (SIGTERM, SIGINT) ended the run.
 
 The training flags are generated from the fields of ``TrainConfig`` and ``RunOptions``
 (name, default and help live on the field), and every subcommand is one entry of
@@ -31,9 +31,15 @@ from nozero_trainer.config import (
     check_settings,
     flag_name,
 )
+from nozero_trainer.interrupt import RunInterrupted, catch_signals
 
 EXIT_USAGE = 2
 EXIT_HALT = 3
+EXIT_SIGNAL_BASE = 128  # killed by signal N: exit 128 + N, as shells report it
+DESCRIPTION = "train, make synthetic data, run the demo, diagnose or plot a run"
+
+# What a flag's value must look like, by the type its setting converts it with.
+EXPECTED = {int: "an integer", float: "a number"}
 
 # The extras a command needs, and a module each one installs.
 EXTRAS: dict[str, tuple[str, ...]] = {
@@ -76,15 +82,15 @@ def add_setting_flags(
         if isinstance(field.default, bool):
             on = not default
             flag = flag_name(field.name) if on else "--no-" + field.name.replace("_", "-")
+            # A --no- flag says what it does, not what the setting it turns off does.
             parser.add_argument(
                 flag,
                 dest=field.name,
                 action="store_true" if on else "store_false",
                 default=default,
-                # A --no- flag turns the setting off: say so, or its help reads backwards.
                 help=f"{help_text} (default: off)"
                 if on
-                else f"turn off: {help_text} (default: on)",
+                else field.metadata.get("off_help") or f"do not {help_text} (default: do)",
             )
             continue
         parser.add_argument(
@@ -112,10 +118,13 @@ def settings_from_args(settings: type, args: argparse.Namespace) -> tuple[Any, l
             continue
         value = getattr(args, field.name)
         if isinstance(value, str) and not isinstance(field.default, str):
+            parse = _parser_of(field)
             try:
-                value = _parser_of(field)(value)
+                value = parse(value)
             except ValueError as err:
-                problems.append(Problem(field.name, f"cannot read {value!r} ({err})"))
+                expected = EXPECTED.get(parse)
+                message = f"expected {expected}, got {value!r}" if expected else str(err)
+                problems.append(Problem(field.name, message))
                 continue
         values[field.name] = value
     return settings(**values), problems
@@ -182,12 +191,29 @@ def _train(args: argparse.Namespace) -> int:
 def _configure_make_data(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("out", type=Path, help="directory to create (train/ and holdout/)")
     parser.add_argument("--rows", type=int, required=True, help="rows in all, at least 10")
-    parser.add_argument("--dim", type=int, required=True, help="embedding width")
+    parser.add_argument("--dim", type=int, required=True, help="embedding width, at least 1")
     parser.add_argument("--seed", type=int, default=0, help="(default: 0)")
     parser.add_argument("--shards", type=int, default=4, help="shards per split (default: 4)")
 
 
+# make-data's and demo's own flags: (flag's setting, smallest value, why).
+DATA_FLAG_LIMITS = (("rows", 10, "rows in all"), ("dim", 1, "embedding width"))
+
+
+def _check_data_flags(args: argparse.Namespace) -> None:
+    """Refuse every out-of-range data flag at once, by its flag (nothing is written)."""
+    limits = DATA_FLAG_LIMITS + ((("shards", 1, "shards per split"),) if "shards" in args else ())
+    problems = [
+        Problem(name, f"must be at least {low} ({what}), got {getattr(args, name)}")
+        for name, low, what in limits
+        if getattr(args, name) < low
+    ]
+    if problems:
+        raise SettingsError(problems)
+
+
 def _make_data(args: argparse.Namespace) -> int:
+    _check_data_flags(args)
     from nozero_trainer.synthetic import make_data
 
     out = make_data(args.out, args.rows, args.dim, args.seed, shards=args.shards)
@@ -215,6 +241,7 @@ def _configure_demo(parser: argparse.ArgumentParser) -> None:
 
 
 def _demo(args: argparse.Namespace) -> int:
+    _check_data_flags(args)
     config, _ = _config_and_options(args)
     from nozero_trainer.evaluation import format_evaluation
     from nozero_trainer.runner import run_training
@@ -292,11 +319,21 @@ COMMANDS: list[Command] = [
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="nozero-train", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="nozero-train", description=DESCRIPTION)
     sub = parser.add_subparsers(dest="command", required=True)
     for command in COMMANDS:
         command.configure(sub.add_parser(command.name, help=command.help, description=command.help))
     return parser
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    """Parse ``argv``; a flag the subcommand does not know is refused with its own usage."""
+    parser = build_parser()
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+        sub.choices[args.command].error(f"unrecognized arguments: {' '.join(unknown)}")
+    return args
 
 
 def missing_extra(command: Command) -> str | None:
@@ -321,7 +358,7 @@ def _report_settings(err: SettingsError) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    args = parse_args(argv)
     command = next(c for c in COMMANDS if c.name == args.command)
     missing = missing_extra(command)
     if missing is not None:
@@ -334,7 +371,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     package_log.addHandler(log_handler)
     package_log.setLevel(logging.INFO)
     try:
-        return command.run(args)
+        with catch_signals():  # from here on, SIGTERM/SIGINT end the command with one line
+            return command.run(args)
     except NonFiniteError as err:
         print(str(err), file=sys.stderr)
         bundle = getattr(err, "postmortem", None)
@@ -345,6 +383,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SettingsError as err:
         _report_settings(err)
         return EXIT_USAGE
+    except RunInterrupted as signal:
+        # One line, on a line of its own (a progress line may be half written).
+        where = getattr(signal, "summary", None)
+        text = f"{signal} {where}" if where else str(signal)
+        print(f"\nnozero-train: {text}", file=sys.stderr, flush=True)
+        return EXIT_SIGNAL_BASE + signal.signum
     except (ValueError, FileNotFoundError) as err:
         print(f"nozero-train: error: {err}", file=sys.stderr)
         return EXIT_USAGE

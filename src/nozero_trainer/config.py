@@ -31,9 +31,21 @@ def setting(
     shown: str | None = None,
     choices: Sequence[str] | None = None,
     flag: bool = True,
+    off_help: str | None = None,
 ) -> Any:
-    """A config field with its command-line help (``shown`` replaces the printed default)."""
-    metadata = {"help": help, "parse": parse, "shown": shown, "choices": choices, "flag": flag}
+    """A config field with its command-line help (``shown`` replaces the printed default).
+
+    A switch that is on by default gets a ``--no-`` flag, whose help is ``off_help``: what
+    turning it off does.
+    """
+    metadata = {
+        "help": help,
+        "parse": parse,
+        "shown": shown,
+        "choices": choices,
+        "flag": flag,
+        "off_help": off_help,
+    }
     return dataclasses.field(default=default, metadata=metadata)
 
 
@@ -88,7 +100,11 @@ class TrainConfig:
     chunk_steps: int = setting(50, "steps per device dispatch")
     clip_norm: float = setting(1.0, "global gradient norm clipped to this")
     weight_decay: float = setting(1e-4, "AdamW weight decay")
-    class_weighting: bool = setting(True, "weigh each head by its class-balanced weight")
+    class_weighting: bool = setting(
+        True,
+        "weigh each head by its class-balanced weight",
+        off_help="weigh every head equally (default: each head by its class-balanced weight)",
+    )
     mask_zero_positive_heads: bool = setting(
         False, "train without heads that have no positives instead of refusing"
     )

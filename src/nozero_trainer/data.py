@@ -136,6 +136,26 @@ def _cls_width(path: Path, cls: pa.Array, first_row: int, width: int | None) -> 
     return width
 
 
+# Columns every row must fill: a null there is a broken shard, refused by file and row.
+NOT_NULL = ("user_id",)
+# ... and columns every kept (strong, finite) row must fill.
+NOT_NULL_WHEN_KEPT = ("labels",)
+
+
+def _refuse_nulls(path: Path, batch: pa.RecordBatch, first_row: int, keep: np.ndarray) -> None:
+    """Name the file, column and row of the first null where a value is required."""
+    for column, among in [(c, None) for c in NOT_NULL] + [(c, keep) for c in NOT_NULL_WHEN_KEPT]:
+        array = batch[column]
+        if not array.null_count:
+            continue
+        null = pc.is_null(array).to_numpy(zero_copy_only=False)
+        if among is not None:
+            null &= among
+        if null.any():
+            row = first_row + int(np.flatnonzero(null)[0])
+            raise ValueError(f"{path}: column {column!r} is null at row {row}")
+
+
 def _multi_hot(labels: pa.Array, heads: tuple[str, ...], unknown: dict[str, int]) -> np.ndarray:
     """Multi-hot ``[n, H]`` float32; empty lists map to the empty-label head."""
     out = np.zeros((len(labels), len(heads)), dtype=np.float32)
@@ -273,6 +293,7 @@ def _read_shards(
         finite = np.isfinite(matrix).all(axis=1)
         stats.non_finite_dropped += int((strong & ~finite).sum())
         keep = strong & finite
+        _refuse_nulls(path, batch, first_row, keep)
         n_keep = int(keep.sum())
         np.compress(keep, matrix, axis=0, out=cls_out[kept : kept + n_keep])
         kept += n_keep
@@ -397,6 +418,12 @@ def _agree(split_dir: Path, split: Split, paths: list[Path], every: list[dict]) 
     split.label_counts = np.sum([t["label_counts"] for t in every], axis=0)
 
 
+def _refuse_empty(split_dir: Path, split: Split, purpose: str) -> None:
+    """A split that kept no row is refused before training, with what was dropped and why."""
+    if split.global_rows == 0:
+        raise ValueError(f"{split.stats.describe(str(split_dir))}: no rows left to {purpose}")
+
+
 def load_dataset(
     data_dir: str | Path, heads: tuple[str, ...] = DEFAULT_HEADS, share: Share | None = None
 ) -> tuple[Split, Split]:
@@ -409,7 +436,9 @@ def load_dataset(
     if not data_dir.is_dir():
         raise ValueError(f"{data_dir}: data directory does not exist")
     train = load_split(data_dir / "train", heads, share)
+    _refuse_empty(data_dir / "train", train, "train on")
     holdout = load_split(data_dir / "holdout", heads)
+    _refuse_empty(data_dir / "holdout", holdout, "evaluate on")
     overlap = np.intersect1d(train.user_id, holdout.user_id).tolist()
     if share is not None:
         from nozero_trainer import distributed

@@ -4,10 +4,11 @@ Four panels over steps, read from the run's ``metrics.jsonl``: training loss, gr
 norm, learning rate, and every head's holdout PR-AUC. A panel whose values span more than
 two orders of magnitude is drawn on a log scale, so a divergence to 1e35 shows as the
 climb it is. Halts, restarts and resumes are vertical lines on every panel, listed once
-per kind with a count in a legend beside the panels (never over the data). What is
-missing is said on the panel: no evaluation before a halt, a head without positives,
-non-finite values the line cannot show. After a restart the steps run again from the
-checkpoint; each stretch is drawn on its own.
+per event in a legend beside the panels (never over the data). What is missing is said on
+the panel: no evaluation before a halt, a head without positives, non-finite values the
+line cannot show. After a restart or a resume the steps run again from the checkpoint;
+each attempt is drawn in its own colour, and so are the halt that ended it and the
+restart that began it. Steps are whole numbers, so the step axis has integer ticks.
 """
 
 from __future__ import annotations
@@ -22,7 +23,12 @@ from nozero._atomic import atomic_output
 from nozero_trainer.runlog import METRICS, read_metrics, read_status
 
 TRAIN_EVENTS = (None, "train")  # per-step records, with or without an event tag
-MARKERS = {"halt": ("tab:red", "-"), "restart": ("tab:orange", "--"), "resume": ("0.5", ":")}
+# Line style per event kind; the colour is the attempt's (the one the event ended or began).
+MARKERS = {"halt": "-", "restart": "--", "resume": ":", "interrupted": "-."}
+# One colour per attempt, cycled; the heads' PR-AUC lines use matplotlib's own cycle.
+ATTEMPT_COLORS = ("tab:blue", "tab:orange", "tab:green", "tab:purple", "tab:brown", "tab:pink")
+# Events that start a new attempt (the steps run again from there).
+STARTS = ("restart", "resume")
 LOG_SPAN = 100.0  # positive values spanning more than this factor get a log axis
 # (key, label, may use a log axis): the learning rate's warmup starts at 0 and reads best
 # on a linear axis; loss and gradient norm are where a divergence shows.
@@ -104,16 +110,42 @@ def draw_run(
     was due.
     """
     plt = _pyplot()
+    from matplotlib.ticker import MaxNLocator
+
     fig, axes = plt.subplots(4, 1, figsize=(11, 10), sharex=True)
     for axis, (key, label, log) in zip(axes, PANELS, strict=False):
         _plot_series(axis, records, key, label, log)
-    eval_every = ((status or {}).get("config") or {}).get("eval_every")
-    _plot_pr_auc(axes[3], records, eval_every)
+    config = (status or {}).get("config") or {}
+    _plot_pr_auc(axes[3], records, first_evaluation(config))
     _mark_events(fig, axes, records)
     axes[-1].set_xlabel("step")
+    axes[-1].xaxis.set_major_locator(MaxNLocator(integer=True))  # no step 2.5 on short runs
     fig.suptitle(title)
     fig.tight_layout(rect=(0, 0, 0.8, 1))  # the right fifth holds the legends
     return fig
+
+
+def first_evaluation(config: Mapping[str, Any]) -> int | None:
+    """The step of a run's first evaluation: every ``eval_every`` steps, and at the end."""
+    eval_every, steps = config.get("eval_every"), config.get("steps")
+    if isinstance(steps, int) and steps > 0 and (not eval_every or eval_every > steps):
+        return steps
+    return eval_every or None
+
+
+def attempt_color(attempt: int) -> str:
+    """The colour of attempt ``attempt`` (0 = the first) on every panel."""
+    return ATTEMPT_COLORS[attempt % len(ATTEMPT_COLORS)]
+
+
+def _attempts(records: Sequence[Mapping[str, Any]]) -> list[int]:
+    """Per record, the attempt it belongs to: a restart or a resume begins the next one."""
+    attempt, out = 0, []
+    for record in records:
+        if record.get("event") in STARTS:
+            attempt += 1
+        out.append(attempt)
+    return out
 
 
 def _plot_series(
@@ -121,8 +153,16 @@ def _plot_series(
 ) -> None:
     points = _series(records, key)
     finite = [(s, v) for s, v in points if math.isfinite(v)]
-    for xs, ys in _stretches(finite):
-        axis.plot(xs, ys, color="tab:blue", linewidth=1)
+    attempt_of = _attempts(records)
+    by_attempt: dict[int, list[tuple[float, float]]] = {}
+    for record, attempt in zip(records, attempt_of, strict=True):
+        value = record.get(key)
+        if record.get("event") in TRAIN_EVENTS and value is not None and "step" in record:
+            if math.isfinite(float(value)):
+                by_attempt.setdefault(attempt, []).append((float(record["step"]), float(value)))
+    for attempt, attempt_points in by_attempt.items():
+        for xs, ys in _stretches(attempt_points):
+            axis.plot(xs, ys, color=attempt_color(attempt), linewidth=1)
     axis.set_ylabel(label)
     if log and wants_log_scale(v for _, v in finite):
         axis.set_yscale("log")
@@ -136,7 +176,7 @@ def _plot_series(
         axis.text(0.5, 0.5, f"no {label} logged", transform=axis.transAxes, **NOTE_STYLE)
 
 
-def _plot_pr_auc(axis: Any, records: Sequence[Mapping[str, Any]], eval_every: int | None) -> None:
+def _plot_pr_auc(axis: Any, records: Sequence[Mapping[str, Any]], due: int | None) -> None:
     evals = [r for r in records if r.get("event") == "eval"]
     heads: list[str] = []
     for record in evals:
@@ -148,11 +188,25 @@ def _plot_pr_auc(axis: Any, records: Sequence[Mapping[str, Any]], eval_every: in
             for r in evals
             if r.get("pr_auc", {}).get(head) is not None and math.isfinite(float(r["pr_auc"][head]))
         ]
-        if points:
-            xs, ys = zip(*points, strict=True)
-            axis.plot(xs, ys, marker="o", markersize=3, linewidth=1, label=head)
-        else:
+        if not points:
             undefined.append(head)
+            continue
+        # One head, one colour; an attempt cut short by a restart is drawn fainter.
+        stretches = _stretches(points)
+        color = None
+        for index, (xs, ys) in enumerate(stretches):
+            last = index == len(stretches) - 1
+            (line,) = axis.plot(
+                xs,
+                ys,
+                marker="o",
+                markersize=3,
+                linewidth=1,
+                color=color,
+                alpha=1.0 if last else 0.35,
+                label=head if last else None,
+            )
+            color = line.get_color()
     axis.set_ylabel("holdout PR-AUC")
     axis.set_ylim(0, 1.02)
     if len(undefined) < len(heads):
@@ -168,7 +222,7 @@ def _plot_pr_auc(axis: Any, records: Sequence[Mapping[str, Any]], eval_every: in
         axis.text(
             0.5,
             0.5,
-            _no_evaluation_note(records, eval_every),
+            _no_evaluation_note(records, due),
             transform=axis.transAxes,
             **NOTE_STYLE,
         )
@@ -183,9 +237,9 @@ def _plot_pr_auc(axis: Any, records: Sequence[Mapping[str, Any]], eval_every: in
         )
 
 
-def _no_evaluation_note(records: Sequence[Mapping[str, Any]], eval_every: int | None) -> str:
+def _no_evaluation_note(records: Sequence[Mapping[str, Any]], first: int | None) -> str:
     halts = [r for r in records if r.get("event") == "halt" and "step" in r]
-    due = f" (due at step {eval_every})" if eval_every else ""
+    due = f" (due at step {first})" if first else ""
     if len(halts) == 1:
         return (
             f"no holdout evaluation: the run halted at step {halts[0]['step']}, "
@@ -200,23 +254,31 @@ def _no_evaluation_note(records: Sequence[Mapping[str, Any]], eval_every: int | 
     return f"no holdout evaluation logged yet{due}"
 
 
+def _event_label(record: Mapping[str, Any], attempt: int) -> str:
+    """One legend line per event: what happened and at which step (its colour: the attempt)."""
+    kind, step = str(record["event"]), f"{float(record['step']):g}"
+    if kind == "restart":
+        scale = record.get("lr_scale")
+        rate = f", lr ×{scale:g}" if isinstance(scale, int | float) else ""
+        return f"restart {record.get('restart', attempt)} from step {step}{rate}"
+    if kind == "resume":
+        return f"resume from step {step}"
+    return f"{kind} at step {step}"
+
+
 def _mark_events(fig: Any, axes: Sequence[Any], records: Sequence[Mapping[str, Any]]) -> None:
-    """A vertical line per event on every panel; one legend entry per kind, with a count."""
-    steps: dict[str, list[float]] = {}
-    for record in records:
-        kind = str(record.get("event"))
-        if kind in MARKERS and "step" in record:
-            steps.setdefault(kind, []).append(float(record["step"]))
+    """A vertical line per event on every panel, in its attempt's colour; a legend entry each."""
     handles = []
-    for kind, at in steps.items():
-        color, style = MARKERS[kind]
+    for record, attempt in zip(records, _attempts(records), strict=True):
+        kind = record.get("event")
+        if kind not in MARKERS or "step" not in record:
+            continue
+        color = attempt_color(attempt)
         for axis in axes:
-            for step in at:
-                line = axis.axvline(step, color=color, linestyle=style, linewidth=1.2)
-        distinct = sorted(set(at))
-        where = ", ".join(f"{s:g}" for s in distinct[:4]) + (" …" if len(distinct) > 4 else "")
-        count = f" ×{len(at)}" if len(at) > 1 else ""
-        line.set_label(f"{kind}{count} (step {where})")
+            line = axis.axvline(
+                float(record["step"]), color=color, linestyle=MARKERS[kind], linewidth=1.2
+            )
+        line.set_label(_event_label(record, attempt))
         handles.append(line)
     if handles:
         fig.legend(
@@ -224,7 +286,7 @@ def _mark_events(fig: Any, axes: Sequence[Any], records: Sequence[Mapping[str, A
             loc="upper left",
             bbox_to_anchor=(0.8, 0.97),
             fontsize=8,
-            title="events",
+            title="events (colour: attempt)",
             title_fontsize=8,
             frameon=False,
         )

@@ -3,10 +3,12 @@
 The run directory holds
 
 - ``metrics.jsonl``: one JSON object per line: ``train`` events per step, ``eval`` events
-  (per-head PR-AUC and positive counts), ``halt``, ``restart`` and ``resume`` events;
+  (per-head PR-AUC and positive counts), ``halt``, ``restart``, ``resume`` and
+  ``interrupted`` events;
 - ``checkpoints/``: a verified checkpoint at every evaluation and at the end;
 - ``postmortem/``: a bundle per halt;
-- ``status.json``, written atomically. Only a run that completed says ``"finished"``.
+- ``status.json``, written atomically. Only a run that completed says ``"finished"``; one
+  ended by SIGTERM or SIGINT says ``"interrupted"`` (see :mod:`nozero_trainer.interrupt`).
 
 Checkpoints are written from the loop's ``on_sync`` hook, which only ever sees states whose
 every step the guard confirmed finite, so no checkpoint can hold a non-finite update.
@@ -34,9 +36,11 @@ from nozero import NonFiniteError
 from nozero_trainer import distributed, loop
 from nozero_trainer.checkpoint import (
     latest_checkpoint,
+    list_checkpoints,
     load_checkpoint,
     read_config,
     read_manifest,
+    roll_back,
     save_checkpoint,
 )
 from nozero_trainer.config import (
@@ -48,7 +52,9 @@ from nozero_trainer.config import (
     check_settings,
 )
 from nozero_trainer.data import Share, Split, load_dataset
+from nozero_trainer.divergence import LossHistory
 from nozero_trainer.evaluation import Evaluation, evaluate, predict
+from nozero_trainer.interrupt import RunInterrupted, catch_signals, deferred
 from nozero_trainer.loss import head_weighting
 from nozero_trainer.model import apply_model
 from nozero_trainer.optim import make_optimizer, make_schedule
@@ -60,7 +66,7 @@ from nozero_trainer.postmortem import (
 )
 from nozero_trainer.progress import Progress
 from nozero_trainer.run_config import MODEL_SETTINGS, config_differences, run_configuration
-from nozero_trainer.runlog import METRICS, MetricsLog, write_status
+from nozero_trainer.runlog import METRICS, MetricsLog, read_metrics, write_status
 from nozero_trainer.scores import write_holdout_scores
 from nozero_trainer.sharding import Placement, batch_holders, check_global_batch, data_placement
 
@@ -221,10 +227,13 @@ class _Run:
         )
         self.restarts, self.lr_scale = 0, 1.0
         self.last_eval: tuple[int, Evaluation] | None = None
+        self.history = LossHistory()  # judges which checkpoints a restart may go back to
+        self.confirmed_step = 0
 
     def write_status(self, status: dict[str, Any]) -> None:
         if self.writer:
-            write_status(self.out_dir, status)
+            with deferred():
+                write_status(self.out_dir, status)
 
     def loop_config(self) -> TrainConfig:
         """The config the loop runs: the LR scaled after restarts, syncs on evaluations."""
@@ -247,6 +256,7 @@ class _Run:
         steps = np.arange(first, first + values["loss"].size)
         lrs = np.asarray(self.schedule(steps), dtype=np.float64)
         columns = {k: v.tolist() for k, v in values.items()}
+        self.history.record(first, columns["loss"])
         for i, step in enumerate(steps.tolist()):
             self.metrics.write(
                 {
@@ -273,6 +283,7 @@ class _Run:
 
     def on_sync(self, state: loop.TrainState) -> None:
         """Evaluate and checkpoint when due; the loop calls this only after a finite sync."""
+        self.confirmed_step = state.step
         eval_every = self.config.eval_every
         if state.step == self.config.steps or (eval_every > 0 and state.step % eval_every == 0):
             self.evaluate(state)
@@ -281,14 +292,32 @@ class _Run:
             if not self.writer:
                 return
             # The loop's sync already refused non-finite parameters, and save_checkpoint
-            # refuses them again as the last line of defence.
-            save_checkpoint(
-                self.out_dir,
-                state.step,
-                *_on_host((state.params, state.opt_state)),
-                self.run_config,
-                state={"lr_scale": self.lr_scale, "restarts": self.restarts},
-            )
+            # refuses them again as the last line of defence. Pruning spares the newest
+            # checkpoint that had not diverged, so a restart can still go back to it.
+            arrays = _on_host((state.params, state.opt_state))
+            good, _ = self.rollback_point()
+            with deferred():
+                save_checkpoint(
+                    self.out_dir,
+                    state.step,
+                    *arrays,
+                    self.run_config,
+                    state={"lr_scale": self.lr_scale, "restarts": self.restarts},
+                    also_keep=good.name if good is not None else None,
+                )
+
+    def rollback_point(self) -> tuple[Path | None, list[str]]:
+        """The newest checkpoint whose loss had not diverged, and the newer ones passed over.
+
+        How a checkpoint is judged is :mod:`nozero_trainer.divergence`'s to say.
+        """
+        passed = []
+        for step, path in reversed(list_checkpoints(self.out_dir)):
+            why = self.history.diverged(step)
+            if why is None:
+                return path, passed
+            passed.append(f"{path.name} ({why})")
+        return None, passed
 
     def evaluate(self, state: loop.TrainState) -> Evaluation:
         with jax.default_device(jax.local_devices()[0]):
@@ -356,13 +385,21 @@ class _Run:
             raise err
         self.restarts += 1
         self.lr_scale *= 0.5
-        path = latest_checkpoint(self.out_dir)
+        path, passed = self.rollback_point()
+        if passed and self.writer:
+            with deferred():
+                roll_back(self.out_dir, path)
+        distributed.barrier("rollback")  # every process reads the checkpoint rolled back to
         start = _Start(None) if path is None else _restore(path, self.config, self.run_config)
         begin = start.state.step if start.state is not None else 0
-        where = path.name if path is not None else "no checkpoint yet"
+        self.history.forget_from(begin)
+        where = path.name if path is not None else "no checkpoint from before the divergence"
+        if path is None and not passed:
+            where = "no checkpoint yet"
+        skipped = "".join(f"!!! passed over {p}\n" for p in passed)
         print(
             f"\n!!! RESTART {self.restarts}/{self.options.max_restarts} after a non-finite "
-            f"step:\n{err}\n!!! post-mortem kept at {bundle}\n"
+            f"step:\n{err}\n!!! post-mortem kept at {bundle}\n{skipped}"
             f"!!! restarting from step {begin} ({where}) with the learning rate scaled by "
             f"{self.lr_scale:g}\n",
             file=self.stream,
@@ -376,9 +413,36 @@ class _Run:
                 "lr_scale": self.lr_scale,
                 "halted_step": err.step,
                 "postmortem": kept,
+                "passed_over": passed,
             }
         )
         return start
+
+    def interrupted(self, signal: RunInterrupted) -> None:
+        """Record a SIGTERM/SIGINT: ``status.json`` says "interrupted" and where to resume."""
+        path = latest_checkpoint(self.out_dir) if self.writer else None
+        checkpoint = path.name if path is not None else None
+        resumable = int(read_manifest(path)["step"]) if path is not None else 0
+        self.metrics.write({"event": "interrupted", "step": self.confirmed_step})
+        self.write_status(
+            {
+                "status": "interrupted",
+                "signal": signal.name,
+                "step": self.confirmed_step,
+                "checkpoint": checkpoint,
+                "restarts": self.restarts,
+                "config": self.run_config,
+            }
+        )
+        if path is None:
+            signal.summary = (
+                f"at step {self.confirmed_step}, before the first checkpoint; nothing to resume"
+            )
+        else:
+            signal.summary = (
+                f"at step {self.confirmed_step}; checkpoint {checkpoint} (step {resumable}) "
+                "kept, continue with --resume"
+            )
 
 
 def run_training(
@@ -392,9 +456,28 @@ def run_training(
     """Train ``config`` on ``data_dir`` into ``out_dir``; raises ``NonFiniteError`` on a halt.
 
     A halt leaves a post-mortem bundle (its path is on the error as ``postmortem``); with
-    ``on_nonfinite="restart"`` the run instead continues from the last checkpoint with
-    half the learning rate, at most ``max_restarts`` times.
+    ``on_nonfinite="restart"`` the run instead continues from the newest checkpoint whose
+    loss had not diverged (see :mod:`nozero_trainer.divergence`) with half the learning
+    rate, at most ``max_restarts`` times. SIGTERM or SIGINT raises ``RunInterrupted``
+    once ``status.json`` says "interrupted" (the last checkpoint is kept as it was).
     """
+    with catch_signals():
+        try:
+            return _run_training(config, data_dir, out_dir, stream=stream, options=options)
+        except RunInterrupted as signal:
+            if not hasattr(signal, "summary"):  # still loading and checking: nothing written
+                signal.summary = "before training started; the run directory is as it was"
+            raise
+
+
+def _run_training(
+    config: TrainConfig,
+    data_dir: str | Path,
+    out_dir: str | Path,
+    *,
+    stream: IO[str] | None,
+    options: RunOptions | None,
+) -> RunSummary:
     options = options or RunOptions()
     stream = stream or sys.stderr  # looked up per call: the process may have replaced it
     out_dir = Path(out_dir)
@@ -441,43 +524,65 @@ def run_training(
         write_status(out_dir, {"status": "running", "config": run_config})
     log_path = out_dir / METRICS if writer else Path(os.devnull)
     with MetricsLog(log_path, append=writer and resumed_from is not None) as metrics:
-        if resumed_from is not None:
-            metrics.write({"event": "resume", "step": resumed_from})
         run = _Run(config, out_dir, holdout, run_config, options, metrics, stream, placement)
         run.restarts, run.lr_scale = start.restarts, start.lr_scale
-        while True:
-            loop_config = run.loop_config()
-            run.begin(start, loop_config)
-            try:
-                result = loop.train_arrays(
-                    loop_config,
-                    train.cls,
-                    train.labels,
-                    head_weights=weights,
-                    head_mask=mask,
-                    state=start.state,
-                    on_sync=run.on_sync,
-                    on_history=run.on_history,
-                    placement=placement,
-                    row_counts=train.row_counts,
-                )
-                break
-            except NonFiniteError as err:
-                start = run.halted(err, weights, mask)
-        state = result.state
-        if run.last_eval is None or run.last_eval[0] != state.step:
-            run.evaluate(state)  # resumed at the very end: nothing left to train, still report
-        evaluation = run.last_eval[1]
+        if resumed_from is not None:
+            run.history.replay(read_metrics(log_path) if writer else [])
+            run.confirmed_step = resumed_from
+            metrics.write({"event": "resume", "step": resumed_from})
+        try:
+            return _train_and_finish(run, start, train, holdout, weights, mask, masked)
+        except RunInterrupted as signal:
+            # No barrier: a process the signal did not reach would never arrive at it.
+            run.interrupted(signal)
+            raise
+
+
+def _train_and_finish(
+    run: _Run,
+    start: _Start,
+    train: Split,
+    holdout: Split,
+    weights: np.ndarray,
+    mask: np.ndarray,
+    masked: tuple[str, ...],
+) -> RunSummary:
+    """Train (restarting as the options allow), evaluate at the end, write "finished"."""
+    resumed_from = start.state.step if start.state is not None else None
+    while True:
+        loop_config = run.loop_config()
+        run.begin(start, loop_config)
+        try:
+            result = loop.train_arrays(
+                loop_config,
+                train.cls,
+                train.labels,
+                head_weights=weights,
+                head_mask=mask,
+                state=start.state,
+                on_sync=run.on_sync,
+                on_history=run.on_history,
+                placement=run.placement,
+                row_counts=train.row_counts,
+            )
+            break
+        except NonFiniteError as err:
+            start = run.halted(err, weights, mask)
+    state = result.state
+    if run.last_eval is None or run.last_eval[0] != state.step:
+        run.evaluate(state)  # resumed at the very end: nothing left to train, still report
+    evaluation = run.last_eval[1]
 
     scores_path = None
-    if options.holdout_scores_out is not None and writer:
+    if run.options.holdout_scores_out is not None and run.writer:
         with jax.default_device(jax.local_devices()[0]):
             scores = predict(_on_host(state.params), holdout.cls)
-        scores_path = write_holdout_scores(options.holdout_scores_out, holdout, scores)
+        with deferred():
+            scores_path = write_holdout_scores(run.options.holdout_scores_out, holdout, scores)
     finished = {
         "status": "finished",
         "step": state.step,
-        "config": run_config,
+        "config": run.run_config,
         "pr_auc": evaluation.pr_auc,
         "masked_heads": list(masked),
         "restarts": run.restarts,
@@ -485,7 +590,8 @@ def run_training(
     }
     if evaluation.undefined():
         finished["pr_auc_undefined"] = evaluation.undefined()
-    if writer:
-        write_status(out_dir, finished)
+    run.write_status(finished)
     distributed.barrier("finished")  # no process leaves before process 0 has written
-    return RunSummary(out_dir, state, evaluation, masked, run.restarts, resumed_from, scores_path)
+    return RunSummary(
+        run.out_dir, state, evaluation, masked, run.restarts, resumed_from, scores_path
+    )

@@ -8,6 +8,7 @@ import textwrap
 
 import matplotlib.image
 import pytest
+from matplotlib.colors import to_hex
 
 from nozero_trainer.plot import _stretches, draw_run, plot_run
 from nozero_trainer.runlog import MetricsLog, read_metrics, read_status, write_status
@@ -106,9 +107,14 @@ def test_halts_and_restarts_are_marked_on_every_panel(tmp_path):
         )
         assert vertical == [20.0, 30.0]
     legend = [t.get_text() for t in fig.legends[0].get_texts()]
-    assert legend == ["halt (step 30)", "restart (step 20)"]
+    assert legend == ["halt at step 30", "restart 1 from step 20"]
     loss_lines = [line for line in fig.axes[0].get_lines() if len(line.get_xdata()) > 2]
     assert len(loss_lines) == 2  # the restart starts a second stretch of steps
+    # Each attempt has its colour; the halt ends the first, the restart begins the second.
+    first, second = (to_hex(line.get_color()) for line in loss_lines)
+    assert first != second
+    halt, restart = (to_hex(h.get_color()) for h in fig.legends[0].legend_handles)
+    assert (halt, restart) == (first, second)
     pr_auc = fig.axes[3]
     assert [t.get_text() for t in pr_auc.get_legend().get_texts()] == ["A"]  # B: all NaN
 
@@ -127,9 +133,21 @@ def test_a_divergence_is_drawn_on_log_axes_and_the_missing_evaluation_is_explain
     note = _texts(pr_auc)
     assert "every attempt halted before its first evaluation (due at step 50)" in note
     assert "at steps 12, 12, 12" in note
-    # Three halts and two restarts at one step: one legend entry per kind, with a count.
+    # Three halts and two restarts at one step: every event has its own legend entry, in
+    # the colour of its attempt, and the attempts' colours differ.
     legend = [t.get_text() for t in fig.legends[0].get_texts()]
-    assert legend == ["halt ×3 (step 12)", "restart ×2 (step 0)"]
+    assert legend == [
+        "halt at step 12",
+        "restart 1 from step 0",
+        "halt at step 12",
+        "restart 2 from step 0",
+        "halt at step 12",
+    ]
+    colors = [to_hex(h.get_color()) for h in fig.legends[0].legend_handles]
+    assert len({colors[0], colors[2], colors[4]}) == 3
+    assert colors[1] == colors[2] and colors[3] == colors[4]
+    curves = {to_hex(line.get_color()) for line in loss.get_lines() if len(line.get_xdata()) > 2}
+    assert curves == {colors[0], colors[2], colors[4]}
     plot_run(tmp_path)  # and it renders
 
 
@@ -151,3 +169,19 @@ def test_a_smooth_run_keeps_linear_axes_and_the_legends_sit_outside_the_panels(t
     for legend in [*fig.legends, fig.axes[3].get_legend()]:
         assert legend.get_window_extent(renderer).x0 >= panels_right
     assert "not drawn, no holdout positives (PR-AUC undefined): B" in _texts(fig.axes[3])
+
+
+def test_a_short_run_has_whole_steps_on_its_axis(tmp_path):
+    records = [{"step": s, "loss": 0.5, "grad_norm": 0.1, "lr": 1e-3} for s in range(5)]
+    fig = draw_run(records)
+    fig.canvas.draw()
+    ticks = [t for t in fig.axes[-1].get_xticks() if 0 <= t <= 4]
+    assert len(ticks) >= 3 and all(float(t).is_integer() for t in ticks)
+
+
+def test_a_run_shorter_than_eval_every_is_due_its_evaluation_at_its_end(tmp_path):
+    _diverging(tmp_path, attempts=1)
+    write_status(tmp_path, {"status": "halted", "config": {"steps": 300, "eval_every": 500}})
+    fig = draw_run(read_metrics(tmp_path / "metrics.jsonl"), status=read_status(tmp_path))
+    note = _texts(fig.axes[3])
+    assert "before its first evaluation (due at step 300)" in note and "500" not in note

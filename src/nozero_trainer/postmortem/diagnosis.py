@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import jax
@@ -259,6 +260,8 @@ def diagnose_path(path: str | os.PathLike[str]) -> str:
     The pre-step parameters are restored into the model's own structure (rebuilt from the
     bundle's configuration) and the step is replayed in float64 with the trainer's loss.
     """
+    if not Path(path).exists():
+        raise FileNotFoundError(f"{path}: no such run directory or post-mortem bundle")
     bundles = find_bundles(path)
     if not bundles:
         raise ValueError(f"{path}: no post-mortem bundle here (the run never halted?)")
