@@ -40,7 +40,8 @@ class UpdateMask:
         self._prior: object = _MISSING
         self._pairs: list[tuple[torch.Tensor, torch.Tensor]] = []
         self._seen: set[int] = set()
-        self._cond: torch.Tensor | None = None
+        self._armed = False
+        self._host_saved: list[tuple[torch.Tensor, torch.Tensor]] = []
         # Host-side scalars per step index, kept since the last clean sync.
         self.host_history: dict[int, list[tuple[torch.Tensor, torch.Tensor]]] = {}
         self.step_index: Callable[[], int] = lambda: 0
@@ -66,7 +67,7 @@ class UpdateMask:
                 mask = torch.maximum(prior.to(mask.device), mask)
             optimizer.found_inf = mask  # type: ignore[attr-defined]
             return
-        self._snapshot(mask)
+        self._snapshot(mask.device)
 
     def _after(self, optimizer: torch.optim.Optimizer, args: object, kwargs: object) -> None:
         if self.fused:
@@ -80,12 +81,16 @@ class UpdateMask:
 
     # -- any other optimizer: copy before, select after ----------------------------------
     def _tensors(self) -> list[torch.Tensor]:
-        """The tensors a step may write: parameters with a gradient and their state."""
+        """The tensors a step may write: trainable parameters and their state.
+
+        Every trainable parameter counts, with a gradient or not yet: a framework may
+        step with a closure that computes the gradients after the pre-hook ran.
+        """
         out: list[torch.Tensor] = []
         state = self.optimizer.state
         for group in self.optimizer.param_groups:
             for p in group["params"]:
-                if p.grad is None:
+                if not p.requires_grad:
                     continue
                 out.append(p)
                 for value in state.get(p, {}).values():
@@ -94,9 +99,7 @@ class UpdateMask:
         return out
 
     @torch.no_grad()
-    def _snapshot(self, mask: torch.Tensor) -> None:
-        self._cond = mask.reshape(()) > 0
-        device = mask.device
+    def _snapshot(self, device: torch.device) -> None:
         live = self._tensors()
         here = [t for t in live if t.device == device]
         host = [t for t in live if t.device != device]
@@ -107,21 +110,26 @@ class UpdateMask:
         if self._pairs:
             torch._foreach_copy_([b for _, b in self._pairs], [t for t, _ in self._pairs])
         self._seen = {id(t) for t in live}
-        if host:
-            self.host_history[self.step_index()] = [(t, t.clone()) for t in host]
+        self._host_saved = [(t, t.clone()) for t in host]
+        self._armed = True
 
     @torch.no_grad()
     def _roll_back(self) -> None:
-        cond = self._cond
-        if cond is None:
+        if not self._armed:
             return
+        self._armed = False
+        # The mask is read now, not before the step: a closure run inside the step may
+        # have recorded this step's verdict.
+        cond = self._mask().reshape(()) > 0
         for live, backup in self._pairs:
             torch.where(cond, backup, live, out=live)
         # State the step created (a first step): back to zeros, as fresh state starts.
         for t in self._tensors():
             if id(t) not in self._seen and t.device == cond.device:
                 torch.where(cond, torch.zeros((), dtype=t.dtype, device=t.device), t, out=t)
-        self._cond = None
+        if self._host_saved:
+            self.host_history[self.step_index()] = self._host_saved
+            self._host_saved = []
 
     def restore_host(self, step: int) -> None:
         """Put host-side scalars back as they were before ``step`` (at a halt)."""
