@@ -140,10 +140,11 @@ class Guard:
             too_many = skips >= self.scaler.max_skips
             too_low = self.scaler.scale_too_low(found_inf)
             bad = ~loss_ok | too_many | too_low
+            # A step another rank found bad reads as a non-finite loss or gradient here.
             reason = torch.where(
-                ~loss_ok,
-                _REASON_CODE[REASONS[1]],
-                torch.where(too_many, _REASON_CODE[REASONS[2]], _REASON_CODE[REASONS[3]]),
+                too_many & loss_ok,
+                _REASON_CODE[REASONS[2]],
+                torch.where(too_low & loss_ok, _REASON_CODE[REASONS[3]], _REASON_CODE[REASONS[1]]),
             ).to(torch.float64)
         else:
             found_inf = None
