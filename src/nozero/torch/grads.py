@@ -36,10 +36,15 @@ def grads(optimizer: torch.optim.Optimizer) -> list[torch.Tensor]:
     return out
 
 
-def sum_of_squares(tensors: list[torch.Tensor], device: torch.device) -> torch.Tensor:
-    """Sum of squared elements of ``tensors`` as a float64 0-dim tensor on ``device``."""
+def norm(tensors: list[torch.Tensor], device: torch.device) -> torch.Tensor:
+    """The 2-norm of all of ``tensors`` together: a float32 0-dim tensor on ``device``.
+
+    One ``_foreach_norm`` (float32 per tensor, whatever the gradients' dtype) and one norm
+    of the stacked norms: three kernels whatever the number of tensors.
+    """
     if not tensors:
-        return torch.zeros((), dtype=torch.float64, device=device)
-    norms = torch._foreach_norm(tensors, 2.0)
-    stacked = torch.stack([n.to(device=device, dtype=torch.float64) for n in norms])
-    return stacked.square().sum()
+        return torch.zeros((), dtype=torch.float32, device=device)
+    norms = torch._foreach_norm(tensors, 2, dtype=torch.float32)
+    if any(n.device != device for n in norms):
+        norms = [n.to(device, non_blocking=True) for n in norms]
+    return torch.linalg.vector_norm(torch.stack(norms))

@@ -33,6 +33,14 @@ def _device_of(optimizer: torch.optim.Optimizer) -> torch.device:
     raise ValueError("Guard needs an optimizer with at least one parameter")
 
 
+def _lrs(optimizer: torch.optim.Optimizer) -> list[float]:
+    """Each param group's learning rate (a tensor learning rate is not read: ``nan``)."""
+    return [
+        math.nan if isinstance(g["lr"], torch.Tensor) else float(g["lr"])
+        for g in optimizer.param_groups
+    ]
+
+
 class Guard:
     """Guard ``optimizer``: call :meth:`step` where the loop called ``optimizer.step()``.
 
@@ -75,12 +83,17 @@ class Guard:
         self.steps = int(first_step)
         self.batches = 0  # losses observed (micro-batches), for the error's context
         self._record = StepRecord(self.device, self.steps)
-        # This step's mask, updated in place (the hooks may hold it before it is set).
-        self._step_mask = torch.zeros((), dtype=torch.float32, device=self.device)
+        # This step's mask, updated in place (the hooks may hold it before it is set): the
+        # sticky flag itself, or under a scaler the larger of it and the scaler's skip.
+        if self.scaler.active:
+            self._step_mask = torch.zeros((), dtype=torch.float32, device=self.device)
+        else:
+            self._step_mask = self._record.found_inf
         self._mask = UpdateMask(optimizer, lambda: self._step_mask)
         self._mask.step_index = lambda: self.steps - 1
-        self._loss_sum: torch.Tensor | None = None
-        self._loss_count = 0
+        self._losses: list[torch.Tensor] = []
+        self._no_loss = torch.full((), math.nan, dtype=torch.float32, device=self.device)
+        self._true = torch.ones((), dtype=torch.bool, device=self.device)
         # Host-side facts per step since the last clean sync: its batch, the losses
         # observed before it, the learning rates it stepped with.
         self._pending: dict[int, tuple[Any, int, list[float]]] = {}
@@ -96,11 +109,12 @@ class Guard:
         step bad. Nothing is read on the host.
         """
         if isinstance(loss, torch.Tensor):
-            value = loss.detach().reshape(()).to(device=self.device, dtype=torch.float64)
+            value = loss.detach()
+            if value.device != self.device:
+                value = value.to(self.device, non_blocking=True)
         else:
-            value = torch.tensor(float(loss), dtype=torch.float64, device=self.device)
-        self._loss_sum = value if self._loss_sum is None else self._loss_sum + value
-        self._loss_count += 1
+            value = torch.tensor(float(loss), dtype=torch.float32, device=self.device)
+        self._losses.append(value.reshape(()))
         self.batches += 1
 
     def before_step(self, batch: Any = None) -> None:
@@ -113,56 +127,59 @@ class Guard:
         """
         self._check_open()
         opt = self.optimizer
-        scaled = self.scaler.active
-        if scaled:
+        if self.scaler.active:
             self.scaler.unscale(opt)
-        norm_sq = grads.sum_of_squares(grads.grads(opt), self.device)
-        if self._loss_sum is None:
-            loss = torch.full((), math.nan, dtype=torch.float64, device=self.device)
-            loss_ok = torch.ones((), dtype=torch.bool, device=self.device)
+        norm = grads.norm(grads.grads(opt), self.device)
+        loss = self._step_loss()
+        self._pending[self.steps] = (batch, self.batches, _lrs(opt))
+        if self.scaler.active:
+            bad, skips, reason, found_inf = self._scaled_verdict(loss, norm)
         else:
-            loss = self._loss_sum / self._loss_count
-            loss_ok = torch.isfinite(loss)
-        self._pending[self.steps] = (
-            batch,
-            self.batches,
-            [
-                float(g["lr"]) if not isinstance(g["lr"], torch.Tensor) else math.nan
-                for g in opt.param_groups
-            ],
-        )
-        self._loss_sum, self._loss_count = None, 0
-        local_norm = norm_sq.sqrt()
-        if scaled:
-            found_inf = self.scaler.found_inf(opt, self.device)
-            skipped = found_inf.reshape(()) > 0
-            skips = torch.where(skipped, self._record.skips() + 1, 0.0)
-            too_many = skips >= self.scaler.max_skips
-            too_low = self.scaler.scale_too_low(found_inf)
-            bad = ~loss_ok | too_many | too_low
-            # A step another rank found bad reads as a non-finite loss or gradient here.
-            reason = torch.where(
-                too_many & loss_ok,
-                _REASON_CODE[REASONS[2]],
-                torch.where(too_low & loss_ok, _REASON_CODE[REASONS[3]], _REASON_CODE[REASONS[1]]),
-            ).to(torch.float64)
-        else:
-            found_inf = None
-            skips = torch.zeros((), dtype=torch.float64, device=self.device)
-            bad = ~(loss_ok & torch.isfinite(local_norm))
-            reason = torch.ones((), dtype=torch.float64, device=self.device)
-        bad, loss, summed = distributed.agree(self.group, bad, loss, norm_sq)
-        norm = summed.sqrt() if self.sharded else local_norm
+            observed = norm if loss is None else loss + norm  # nan or inf in either: not finite
+            bad, skips, reason, found_inf = ~torch.isfinite(observed), None, None, None
+        if loss is None:
+            loss = self._no_loss
+        bad, loss, norm = distributed.agree(self.group, bad, loss, norm, self.sharded)
         self._record.fold(bad, loss, norm, skips, reason)
-        sticky = self._record.found_inf
-        if found_inf is None:
-            self._step_mask.copy_(sticky)
-        else:
-            torch.maximum(sticky, found_inf, out=self._step_mask)
+        if found_inf is not None:
+            torch.maximum(self._record.found_inf, found_inf, out=self._step_mask)
         self.steps += 1
         self._since_sync += 1
         if self._since_sync >= self.sync_every:
             self.sync()
+
+    def _step_loss(self) -> torch.Tensor | None:
+        """The mean of the losses observed since the last step (``None``: none observed)."""
+        losses, self._losses = self._losses, []
+        if not losses:
+            return None
+        if len(losses) == 1:
+            return losses[0]
+        return torch.stack([x.float() for x in losses]).mean()
+
+    def _scaled_verdict(
+        self, loss: torch.Tensor | None, norm: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Under a loss scaler: ``(bad, skips, reason, the scaler's found_inf)``.
+
+        An overflow (non-finite gradients) is the scaler's skip; the step is bad when the
+        unscaled loss is not finite, the skips run to ``max_scaler_skips`` or the scale
+        would fall below ``min_scale``.
+        """
+        found_inf = self.scaler.found_inf(self.optimizer, self.device)
+        skipped = found_inf > 0
+        skips = torch.where(skipped, self._record.skips() + 1, 0.0)
+        too_many = skips >= self.scaler.max_skips
+        too_low = self.scaler.scale_too_low(found_inf)
+        loss_ok = self._true if loss is None else torch.isfinite(loss)
+        bad = ~loss_ok | too_many | too_low
+        # A step another rank found bad reads as a non-finite loss or gradient here.
+        reason = torch.where(
+            too_many & loss_ok,
+            _REASON_CODE[REASONS[2]],
+            torch.where(too_low & loss_ok, _REASON_CODE[REASONS[3]], _REASON_CODE[REASONS[1]]),
+        )
+        return bad, skips, reason, found_inf
 
     def apply(self, closure: Callable[[], Any] | None = None, *, batch: Any = None) -> None:
         """Step the optimizer under the guard (``closure``: evaluated once, its loss observed).
@@ -232,10 +249,7 @@ class Guard:
         step = int(host.first_bad)  # type: ignore[arg-type]
         self._mask.restore_host(step)
         batch, batches_at, lrs_at = self._pending.get(step, (None, self.batches, []))
-        lrs_now = [
-            float(g["lr"]) if not isinstance(g["lr"], torch.Tensor) else math.nan
-            for g in self.optimizer.param_groups
-        ]
+        lrs_now = _lrs(self.optimizer)
         state: dict[str, Any] = {"optimizer": self.optimizer.state_dict()}
         if self.model is not None:
             state["model"] = self.model.state_dict()

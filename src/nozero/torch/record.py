@@ -43,13 +43,13 @@ class StepRecord:
     def __init__(self, device: torch.device, first_step: int = 0) -> None:
         self.device = device
         self.values = torch.tensor(
-            [-1.0, math.nan, math.nan, 0.0, float(first_step), 0.0],
+            [-1.0, math.nan, math.nan, 0.0, float(first_step), 1.0],
             dtype=torch.float64,
             device=device,
         )
         # Exactly 1.0 from the first bad step on: the fused kernels' ``found_inf``.
         self.found_inf = torch.zeros((), dtype=torch.float32, device=device)
-        self._ge = torch.zeros((), dtype=torch.bool, device=device)
+        self._sticky = torch.zeros((), dtype=torch.bool, device=device)
         cuda = device.type == "cuda"
         self._host = torch.empty(6, dtype=torch.float64, pin_memory=cuda)
         self._event: torch.cuda.Event | None = None
@@ -59,18 +59,27 @@ class StepRecord:
         bad: torch.Tensor,
         loss: torch.Tensor,
         grad_norm: torch.Tensor,
-        skips: torch.Tensor,
-        reason: torch.Tensor,
+        skips: torch.Tensor | None = None,
+        reason: torch.Tensor | None = None,
     ) -> None:
-        """Fold one step's verdict in (0-dim device tensors; ``bad`` is boolean)."""
+        """Fold one step's verdict in (0-dim device tensors; ``bad`` is boolean).
+
+        ``skips`` (the consecutive scaler skips after this step) and ``reason`` (a code of
+        :data:`REASONS`) are for a guard with a loss scaler; without, the reason is always
+        a non-finite loss or gradient. About a dozen small kernels, no host read.
+        """
         v = self.values
-        step = v[STEPS]
         newly = bad & (v[FIRST_BAD] < 0)
-        fresh = torch.stack([step, loss, grad_norm, skips, step + 1, reason])
-        kept = torch.stack([v[FIRST_BAD], v[LOSS], v[GRAD_NORM], skips, step + 1, v[REASON]])
-        v.copy_(torch.where(newly, fresh, kept))
-        torch.ge(v[FIRST_BAD], 0, out=self._ge)
-        self.found_inf.copy_(self._ge)
+        head = v[: GRAD_NORM + 1]
+        # Promoted to float64 by stack: the step index stays exact past 2**24 steps.
+        torch.where(newly, torch.stack([v[STEPS], loss, grad_norm]), head, out=head)
+        if skips is not None:
+            v[SKIPS].copy_(skips)
+        if reason is not None:
+            torch.where(newly, reason, v[REASON], out=v[REASON])
+        v[STEPS].add_(1)
+        torch.logical_or(self._sticky, bad, out=self._sticky)
+        self.found_inf.copy_(self._sticky)
 
     def skips(self) -> torch.Tensor:
         """The consecutive loss-scaler skips so far (0-dim device tensor)."""
