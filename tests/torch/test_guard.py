@@ -132,3 +132,17 @@ def test_bad_arguments_are_named():
         Guard(net, sync_every=1)
     with pytest.raises(ValueError, match="max_scaler_skips"):
         Guard(opt, scaler=torch.amp.GradScaler("cpu"), max_scaler_skips=0)
+
+
+def test_close_after_a_delivered_halt_does_not_raise_it_again():
+    net = model()
+    opt = OPTIMIZERS["sgd-fused"](net.parameters())
+    guard = Guard(opt, sync_every=1)
+    loss = loss_of(net, batch(0, poison=True))
+    loss.backward()
+    with pytest.raises(GuardHalt):
+        guard.step(loss)
+    guard.close()
+    assert not opt._optimizer_step_pre_hooks
+    with pytest.raises(ValueError, match=r"scalar tensor, got shape \(16, 1\)"):
+        Guard(opt).observe(net(batch(1)[0]))

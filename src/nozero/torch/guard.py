@@ -109,6 +109,11 @@ class Guard:
         step bad. Nothing is read on the host.
         """
         if isinstance(loss, torch.Tensor):
+            if loss.numel() != 1:
+                raise ValueError(
+                    f"guard.observe/step: loss must be a scalar tensor, got shape "
+                    f"{tuple(loss.shape)} (reduce it first, e.g. loss.mean())"
+                )
             value = loss.detach()
             if value.device != self.device:
                 value = value.to(self.device, non_blocking=True)
@@ -215,8 +220,14 @@ class Guard:
         raise self._halt
 
     def close(self) -> None:
-        """The last check; takes the guard's hooks off the optimizer."""
+        """The last check; takes the guard's hooks off the optimizer.
+
+        A halt already raised is not raised again (``close()`` in a ``finally`` is safe).
+        """
         if self._closed:
+            return
+        if self._halt is not None:
+            self.release()
             return
         try:
             self.sync()
