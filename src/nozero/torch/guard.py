@@ -20,10 +20,15 @@ import torch
 from nozero.torch import distributed, grads
 from nozero.torch.halt import GuardHalt, HaltContext
 from nozero.torch.mask import UpdateMask
-from nozero.torch.record import REASONS, HostRecord, StepRecord
+from nozero.torch.record import (
+    NON_FINITE,
+    REASONS,
+    SCALE_FLOOR,
+    TOO_MANY_SKIPS,
+    HostRecord,
+    StepRecord,
+)
 from nozero.torch.scaling import MAX_SCALER_SKIPS, MIN_SCALE, ScalerWatch
-
-_REASON_CODE = {text: code for code, text in REASONS.items()}
 
 
 def _device_of(optimizer: torch.optim.Optimizer) -> torch.device:
@@ -31,6 +36,11 @@ def _device_of(optimizer: torch.optim.Optimizer) -> torch.device:
         for p in group["params"]:
             return p.device
     raise ValueError("Guard needs an optimizer with at least one parameter")
+
+
+def _not_finite(values: torch.Tensor) -> torch.Tensor:
+    """Any element NaN or infinite, as a 0-dim bool: ``x - x`` is 0 exactly when finite."""
+    return (values - values).ne(0).any()
 
 
 def _lrs(optimizer: torch.optim.Optimizer) -> list[float]:
@@ -82,7 +92,7 @@ class Guard:
         self.sharded = grads.is_sharded(optimizer) if sharded_grads is None else sharded_grads
         self.steps = int(first_step)
         self.batches = 0  # losses observed (micro-batches), for the error's context
-        self._record = StepRecord(self.device, self.steps)
+        self._record = StepRecord(self.device)
         # This step's mask, updated in place (the hooks may hold it before it is set): the
         # sticky flag itself, or under a scaler the larger of it and the scaler's skip.
         if self.scaler.active:
@@ -140,12 +150,12 @@ class Guard:
         if self.scaler.active:
             bad, skips, reason, found_inf = self._scaled_verdict(loss, norm)
         else:
-            observed = norm if loss is None else loss + norm  # nan or inf in either: not finite
-            bad, skips, reason, found_inf = ~torch.isfinite(observed), None, None, None
+            observed = norm if loss is None else torch.stack([loss, norm])
+            bad, skips, reason, found_inf = _not_finite(observed), None, None, None
         if loss is None:
             loss = self._no_loss
         bad, loss, norm = distributed.agree(self.group, bad, loss, norm, self.sharded)
-        self._record.fold(bad, loss, norm, skips, reason)
+        self._record.fold(bad, torch.stack([loss, norm]), skips, reason)
         if found_inf is not None:
             torch.maximum(self._record.found_inf, found_inf, out=self._step_mask)
         self.steps += 1
@@ -176,13 +186,13 @@ class Guard:
         skips = torch.where(skipped, self._record.skips() + 1, 0.0)
         too_many = skips >= self.scaler.max_skips
         too_low = self.scaler.scale_too_low(found_inf)
-        loss_ok = self._true if loss is None else torch.isfinite(loss)
+        loss_ok = self._true if loss is None else ~_not_finite(loss)
         bad = ~loss_ok | too_many | too_low
         # A step another rank found bad reads as a non-finite loss or gradient here.
         reason = torch.where(
             too_many & loss_ok,
-            _REASON_CODE[REASONS[2]],
-            torch.where(too_low & loss_ok, _REASON_CODE[REASONS[3]], _REASON_CODE[REASONS[1]]),
+            TOO_MANY_SKIPS,
+            torch.where(too_low & loss_ok, SCALE_FLOOR, NON_FINITE),
         )
         return bad, skips, reason, found_inf
 
@@ -210,7 +220,7 @@ class Guard:
         if self._halt is not None:
             raise self._halt
         self._record.start_read()
-        host = self._record.finish_read()
+        host = self._record.finish_read(self.steps)
         self._since_sync = 0
         if host.first_bad is None:
             self._pending.clear()
@@ -274,7 +284,7 @@ class Guard:
             step=step,
             loss=host.loss,
             grad_norm=host.grad_norm,
-            reason=host.reason or REASONS[1],
+            reason=host.reason or REASONS[NON_FINITE],
             state=state,
             batch=batch,
             after=after,
