@@ -48,3 +48,25 @@ def norm(tensors: list[torch.Tensor], device: torch.device) -> torch.Tensor:
     if any(n.device != device for n in norms):
         norms = [n.to(device, non_blocking=True) for n in norms]
     return torch.linalg.vector_norm(torch.stack(norms))
+
+
+def as_global(grad_norm: torch.Tensor | float, device: torch.device) -> torch.Tensor:
+    """A norm the loop computed (``clip_grad_norm_``'s return) as a float32 0-dim tensor."""
+    if not isinstance(grad_norm, torch.Tensor):
+        return torch.tensor(float(grad_norm), dtype=torch.float32, device=device)
+    full = getattr(grad_norm, "full_tensor", None)  # a DTensor (FSDP2's clip)
+    value = full() if callable(full) else grad_norm
+    return value.detach().reshape(()).to(device=device, dtype=torch.float32, non_blocking=True)
+
+
+@torch.no_grad()
+def clip(tensors: list[torch.Tensor], max_norm: float, norm: torch.Tensor) -> None:
+    """Scale ``tensors`` in place so their global norm ``norm`` is at most ``max_norm``.
+
+    As ``clip_grad_norm_`` does, without computing the norm again and without a host
+    read (the coefficient stays on the device).
+    """
+    if not tensors:
+        return
+    coef = torch.clamp(max_norm / (norm + 1e-6), max=1.0)
+    torch._foreach_mul_(tensors, coef)

@@ -62,7 +62,10 @@ class Guard:
     default group when ``torch.distributed`` is initialized). ``model``, if given, puts
     its state dict in the error's context. ``sharded_grads`` overrides the detection of
     sharded (FSDP) gradients, whose norm is reduced across ranks. ``first_step`` is the
-    index of the first step guarded (a resumed run's global step).
+    index of the first step guarded (a resumed run's global step). ``max_grad_norm``
+    clips the gradients to that global norm after the check, reusing the guard's norm:
+    clip here, not before ``step`` (clipping an overflowed norm zeroes the gradients, and
+    a step on zero gradients is finite), or pass the clip's returned norm as ``grad_norm``.
     """
 
     def __init__(
@@ -77,12 +80,18 @@ class Guard:
         model: torch.nn.Module | None = None,
         sharded_grads: bool | None = None,
         first_step: int = 0,
+        max_grad_norm: float | None = None,
     ) -> None:
         if not isinstance(optimizer, torch.optim.Optimizer):
             kind = type(optimizer).__name__
             raise TypeError(f"Guard needs a torch.optim.Optimizer, got {kind}")
         if int(sync_every) < 1:
             raise ValueError(f"sync_every must be >= 1, got {sync_every}")
+        if max_grad_norm is not None and not max_grad_norm > 0:
+            raise ValueError(
+                f"max_grad_norm must be > 0 (or None: no clipping), got {max_grad_norm}"
+            )
+        self.max_grad_norm = None if max_grad_norm is None else float(max_grad_norm)
         self.optimizer = optimizer
         self.sync_every = int(sync_every)
         self.model = model
@@ -132,19 +141,25 @@ class Guard:
         self._losses.append(value.reshape(()))
         self.batches += 1
 
-    def before_step(self, batch: Any = None) -> None:
+    def before_step(self, batch: Any = None, grad_norm: torch.Tensor | None = None) -> None:
         """Record this optimizer step on the device, count it and sync when due.
 
-        Call it after the gradients are final (after clipping) and right before the
-        optimizer steps; the masking hooks on the optimizer then keep a bad update off.
-        Adapters whose framework steps the optimizer itself call this; loops call
-        :meth:`step` or :meth:`apply`.
+        Call it after the backward passes and right before the optimizer steps; the
+        masking hooks on the optimizer then keep a bad update off. ``grad_norm`` is the
+        step's global gradient norm if the loop computed it (``clip_grad_norm_``'s return,
+        taken before clipping); otherwise the guard computes it. Adapters whose framework
+        steps the optimizer itself call this; loops call :meth:`step` or :meth:`apply`.
         """
         self._check_open()
         opt = self.optimizer
         if self.scaler.active:
             self.scaler.unscale(opt)
-        norm = grads.norm(grads.grads(opt), self.device)
+        local = grads.grads(opt)
+        given = grad_norm is not None
+        if given:
+            norm = grads.as_global(grad_norm, self.device)
+        else:
+            norm = grads.norm(local, self.device)
         loss = self._step_loss()
         self._pending[self.steps] = (batch, self.batches, _lrs(opt))
         if self.scaler.active:
@@ -154,8 +169,11 @@ class Guard:
             bad, skips, reason, found_inf = _not_finite(observed), None, None, None
         if loss is None:
             loss = self._no_loss
-        bad, loss, norm = distributed.agree(self.group, bad, loss, norm, self.sharded)
+        sharded = self.sharded and not given  # a norm the loop gave is already global
+        bad, loss, norm = distributed.agree(self.group, bad, loss, norm, sharded)
         self._record.fold(bad, torch.stack([loss, norm]), skips, reason)
+        if self.max_grad_norm is not None:
+            grads.clip(local, self.max_grad_norm, norm)
         if found_inf is not None:
             torch.maximum(self._record.found_inf, found_inf, out=self._step_mask)
         self.steps += 1
@@ -196,23 +214,36 @@ class Guard:
         )
         return bad, skips, reason, found_inf
 
-    def apply(self, closure: Callable[[], Any] | None = None, *, batch: Any = None) -> None:
+    def apply(
+        self,
+        closure: Callable[[], Any] | None = None,
+        *,
+        batch: Any = None,
+        grad_norm: torch.Tensor | None = None,
+    ) -> None:
         """Step the optimizer under the guard (``closure``: evaluated once, its loss observed).
 
-        ``batch`` is kept (a reference) until the next clean sync, for the error's context.
+        ``batch`` is kept (a reference) until the next clean sync, for the error's context;
+        ``grad_norm`` as in :meth:`before_step`.
         """
         if closure is not None:
             with torch.enable_grad():
                 self.observe(closure())
-        self.before_step(batch)
+        self.before_step(batch, grad_norm)
         self.optimizer.step()
         if self.scaler.active:
             self.scaler.update()
 
-    def step(self, loss: torch.Tensor | float, batch: Any = None) -> None:
+    def step(
+        self,
+        loss: torch.Tensor | float,
+        batch: Any = None,
+        *,
+        grad_norm: torch.Tensor | None = None,
+    ) -> None:
         """``observe(loss)`` then ``apply()``: one guarded optimizer step."""
         self.observe(loss)
-        self.apply(batch=batch)
+        self.apply(batch=batch, grad_norm=grad_norm)
 
     # -- the host's reads -----------------------------------------------------------------
     def sync(self) -> None:
