@@ -162,16 +162,17 @@ class Guard:
             norm = grads.norm(local, self.device)
         loss = self._step_loss()
         self._pending[self.steps] = (batch, self.batches, _lrs(opt))
+        values = torch.stack([self._no_loss if loss is None else loss, norm])
         if self.scaler.active:
             bad, skips, reason, found_inf = self._scaled_verdict(loss, norm)
         else:
-            observed = norm if loss is None else torch.stack([loss, norm])
+            observed = norm if loss is None else values
             bad, skips, reason, found_inf = _not_finite(observed), None, None, None
-        if loss is None:
-            loss = self._no_loss
-        sharded = self.sharded and not given  # a norm the loop gave is already global
-        bad, loss, norm = distributed.agree(self.group, bad, loss, norm, sharded)
-        self._record.fold(bad, torch.stack([loss, norm]), skips, reason)
+        if self.group is not None:
+            sharded = self.sharded and not given  # a norm the loop gave is already global
+            bad, loss_all, norm = distributed.agree(self.group, bad, values[0], norm, sharded)
+            values = torch.stack([loss_all, norm])
+        self._record.fold(bad, values, skips, reason)
         if self.max_grad_norm is not None:
             grads.clip(local, self.max_grad_norm, norm)
         if found_inf is not None:

@@ -51,6 +51,11 @@ class StepRecord:
         # Exactly 1.0 from the first bad step on: the fused kernels' ``found_inf``.
         self.found_inf = torch.zeros((), dtype=torch.float32, device=device)
         self._sticky = torch.zeros((), dtype=torch.bool, device=device)
+        # Views made once: each step's fold is then a handful of kernel calls.
+        self._head = self.values[: GRAD_NORM + 1]
+        self._bad_steps = self.values[BAD_STEPS]
+        self._skips = self.values[SKIPS]
+        self._reason = self.values[REASON]
         cuda = device.type == "cuda"
         self._host = torch.empty(len(self.values), dtype=torch.float64, pin_memory=cuda)
         self._event: torch.cuda.Event | None = None
@@ -68,20 +73,19 @@ class StepRecord:
         :data:`REASONS`) are for a guard with a loss scaler; without one the reason is
         always a non-finite loss or gradient.
         """
-        v, sticky = self.values, self._sticky
-        head = v[: GRAD_NORM + 1]
-        torch.where(sticky, head, loss_and_norm, out=head)
+        sticky = self._sticky
+        torch.where(sticky, self._head, loss_and_norm, out=self._head)
         if reason is not None:
-            torch.where(sticky, v[REASON], reason, out=v[REASON])
+            torch.where(sticky, self._reason, reason, out=self._reason)
         if skips is not None:
-            v[SKIPS].copy_(skips)
+            self._skips.copy_(skips)
         torch.logical_or(sticky, bad, out=sticky)
-        v[BAD_STEPS].add_(sticky)
+        self._bad_steps.add_(sticky)
         self.found_inf.copy_(sticky)
 
     def skips(self) -> torch.Tensor:
         """The consecutive loss-scaler skips so far (0-dim device tensor)."""
-        return self.values[SKIPS]
+        return self._skips
 
     def start_read(self) -> None:
         """Start copying the record to the host without waiting for the device."""
