@@ -2,21 +2,16 @@
 
 from __future__ import annotations
 
-import re
-from pathlib import Path
-
 import pytest
+from docs_blocks import page_path, python_blocks
 
 torch = pytest.importorskip("torch")
 
-PAGE = Path(__file__).resolve().parents[2] / "docs" / "guards" / "torch.md"
-
-# Until tests/docs_blocks.py (python_blocks) is on this branch: the page's ```python blocks.
-_BLOCK = re.compile(r"^```python\n(.*?)^```", re.M | re.S)
+PAGE = page_path("guards/torch.md")
 
 
 def test_the_plain_loop_example_halts_at_step_123(capsys):
-    blocks = _BLOCK.findall(PAGE.read_text(encoding="utf-8"))
+    blocks = python_blocks(PAGE)
     example = blocks[0]
     assert "Guard(optimizer, sync_every=16, model=model, max_grad_norm=1.0)" in example
     namespace: dict = {}
