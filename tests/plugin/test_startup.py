@@ -12,7 +12,7 @@ import sys
 import time
 from pathlib import Path
 
-HEAVY = ("numpy", "hypothesis", "jax", "nozero.plugin.collection", "nozero.testing")
+HEAVY = ("numpy", "hypothesis", "jax", "torch", "nozero.plugin.collection", "nozero.testing")
 CHEAP = {
     "nozero",
     "nozero.contract",

@@ -43,7 +43,8 @@ class Guard:
     ``min_scale`` halt. ``process_group`` is the group the ranks agree over (default: the
     default group when ``torch.distributed`` is initialized). ``model``, if given, puts
     its state dict in the error's context. ``sharded_grads`` overrides the detection of
-    sharded (FSDP) gradients, whose norm is reduced across ranks.
+    sharded (FSDP) gradients, whose norm is reduced across ranks. ``first_step`` is the
+    index of the first step guarded (a resumed run's global step).
     """
 
     def __init__(
@@ -57,6 +58,7 @@ class Guard:
         process_group: Any = None,
         model: torch.nn.Module | None = None,
         sharded_grads: bool | None = None,
+        first_step: int = 0,
     ) -> None:
         if not isinstance(optimizer, torch.optim.Optimizer):
             kind = type(optimizer).__name__
@@ -70,10 +72,11 @@ class Guard:
         self.scaler = ScalerWatch(scaler, int(max_scaler_skips), float(min_scale))
         self.group = distributed.resolve_group(process_group)
         self.sharded = grads.is_sharded(optimizer) if sharded_grads is None else sharded_grads
-        self.steps = 0
+        self.steps = int(first_step)
         self.batches = 0  # losses observed (micro-batches), for the error's context
-        self._record = StepRecord(self.device)
-        self._step_mask = self._record.found_inf
+        self._record = StepRecord(self.device, self.steps)
+        # This step's mask, updated in place (the hooks may hold it before it is set).
+        self._step_mask = torch.zeros((), dtype=torch.float32, device=self.device)
         self._mask = UpdateMask(optimizer, lambda: self._step_mask)
         self._mask.step_index = lambda: self.steps - 1
         self._loss_sum: torch.Tensor | None = None
@@ -81,6 +84,7 @@ class Guard:
         # Host-side facts per step since the last clean sync: its batch, the losses
         # observed before it, the learning rates it stepped with.
         self._pending: dict[int, tuple[Any, int, list[float]]] = {}
+        self._since_sync = 0
         self._halt: GuardHalt | None = None
         self._closed = False
 
@@ -136,10 +140,11 @@ class Guard:
             too_many = skips >= self.scaler.max_skips
             too_low = self.scaler.scale_too_low(found_inf)
             bad = ~loss_ok | too_many | too_low
+            # A step another rank found bad reads as a non-finite loss or gradient here.
             reason = torch.where(
-                ~loss_ok,
-                _REASON_CODE[REASONS[1]],
-                torch.where(too_many, _REASON_CODE[REASONS[2]], _REASON_CODE[REASONS[3]]),
+                too_many & loss_ok,
+                _REASON_CODE[REASONS[2]],
+                torch.where(too_low & loss_ok, _REASON_CODE[REASONS[3]], _REASON_CODE[REASONS[1]]),
             ).to(torch.float64)
         else:
             found_inf = None
@@ -150,9 +155,13 @@ class Guard:
         norm = summed.sqrt() if self.sharded else local_norm
         self._record.fold(bad, loss, norm, skips, reason)
         sticky = self._record.found_inf
-        self._step_mask = sticky if found_inf is None else torch.maximum(sticky, found_inf)
+        if found_inf is None:
+            self._step_mask.copy_(sticky)
+        else:
+            torch.maximum(sticky, found_inf, out=self._step_mask)
         self.steps += 1
-        if self.steps % self.sync_every == 0:
+        self._since_sync += 1
+        if self._since_sync >= self.sync_every:
             self.sync()
 
     def apply(self, closure: Callable[[], Any] | None = None, *, batch: Any = None) -> None:
@@ -180,6 +189,7 @@ class Guard:
             raise self._halt
         self._record.start_read()
         host = self._record.finish_read()
+        self._since_sync = 0
         if host.first_bad is None:
             self._pending.clear()
             self._mask.forget_host()
@@ -197,6 +207,11 @@ class Guard:
             self._mask.remove()
             self._closed = True
 
+    def release(self) -> None:
+        """Take the hooks off without a check (the loop stopped on another error)."""
+        self._mask.remove()
+        self._closed = True
+
     def __enter__(self) -> Guard:
         return self
 
@@ -204,8 +219,7 @@ class Guard:
         if kind is None:
             self.close()
         else:  # the loop's own error propagates; only the hooks come off
-            self._mask.remove()
-            self._closed = True
+            self.release()
 
     # -- helpers --------------------------------------------------------------------------
     def _check_open(self) -> None:

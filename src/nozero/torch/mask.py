@@ -22,6 +22,16 @@ from torch.utils.hooks import RemovableHandle
 _MISSING = object()
 
 
+def _key(slot: tuple[torch.Tensor, str | None]) -> tuple[int, str | None]:
+    return id(slot[0]), slot[1]
+
+
+def _local(t: torch.Tensor) -> torch.Tensor:
+    """A DTensor's (FSDP2's) local shard, which the step writes in place; else ``t``."""
+    to_local = getattr(t, "to_local", None)
+    return to_local() if callable(to_local) else t
+
+
 def is_fused(optimizer: torch.optim.Optimizer) -> bool:
     """True when every param group steps through a fused kernel that reads ``found_inf``."""
     groups = optimizer.param_groups
@@ -38,9 +48,11 @@ class UpdateMask:
         self.fused = is_fused(optimizer)
         self._mask = mask
         self._prior: object = _MISSING
-        self._pairs: list[tuple[torch.Tensor, torch.Tensor]] = []
-        self._seen: set[int] = set()
-        self._cond: torch.Tensor | None = None
+        self._slots_seen: list[tuple[torch.Tensor, str | None]] = []
+        self._backups: dict[tuple[int, str | None], torch.Tensor] = {}
+        self._here: list[tuple[torch.Tensor, str | None]] = []
+        self._armed = False
+        self._host_saved: list[tuple[torch.Tensor, torch.Tensor]] = []
         # Host-side scalars per step index, kept since the last clean sync.
         self.host_history: dict[int, list[tuple[torch.Tensor, torch.Tensor]]] = {}
         self.step_index: Callable[[], int] = lambda: 0
@@ -66,7 +78,7 @@ class UpdateMask:
                 mask = torch.maximum(prior.to(mask.device), mask)
             optimizer.found_inf = mask  # type: ignore[attr-defined]
             return
-        self._snapshot(mask)
+        self._snapshot(mask.device)
 
     def _after(self, optimizer: torch.optim.Optimizer, args: object, kwargs: object) -> None:
         if self.fused:
@@ -79,49 +91,76 @@ class UpdateMask:
         self._roll_back()
 
     # -- any other optimizer: copy before, select after ----------------------------------
-    def _tensors(self) -> list[torch.Tensor]:
-        """The tensors a step may write: parameters with a gradient and their state."""
-        out: list[torch.Tensor] = []
+    def _slots(self) -> list[tuple[torch.Tensor, str | None]]:
+        """Where a step may write: each trainable parameter and each of its state tensors.
+
+        A slot is ``(param, None)`` or ``(param, state key)``, so a state tensor the step
+        replaces is still found. Every trainable parameter counts, with a gradient or not
+        yet: a framework may step with a closure that computes the gradients after the
+        pre-hook ran.
+        """
+        out: list[tuple[torch.Tensor, str | None]] = []
         state = self.optimizer.state
         for group in self.optimizer.param_groups:
             for p in group["params"]:
-                if p.grad is None:
+                if not p.requires_grad:
                     continue
-                out.append(p)
-                for value in state.get(p, {}).values():
+                out.append((p, None))
+                for key, value in state.get(p, {}).items():
                     if isinstance(value, torch.Tensor):
-                        out.append(value)
+                        out.append((p, key))
         return out
 
+    def _tensor(self, slot: tuple[torch.Tensor, str | None]) -> torch.Tensor | None:
+        p, key = slot
+        if key is None:
+            return _local(p)
+        value = self.optimizer.state.get(p, {}).get(key)
+        return _local(value) if isinstance(value, torch.Tensor) else None
+
     @torch.no_grad()
-    def _snapshot(self, mask: torch.Tensor) -> None:
-        self._cond = mask.reshape(()) > 0
-        device = mask.device
-        live = self._tensors()
-        here = [t for t in live if t.device == device]
-        host = [t for t in live if t.device != device]
-        if len(self._pairs) != len(here) or any(
-            a is not t for (a, _), t in zip(self._pairs, here, strict=False)
+    def _snapshot(self, device: torch.device) -> None:
+        slots = self._slots()
+        if len(slots) != len(self._slots_seen) or any(
+            a[0] is not b[0] or a[1] != b[1] for a, b in zip(slots, self._slots_seen, strict=True)
         ):
-            self._pairs = [(t, torch.empty_like(t)) for t in here]
-        if self._pairs:
-            torch._foreach_copy_([b for _, b in self._pairs], [t for t, _ in self._pairs])
-        self._seen = {id(t) for t in live}
-        if host:
-            self.host_history[self.step_index()] = [(t, t.clone()) for t in host]
+            self._slots_seen = slots
+            self._backups = {}
+        here, host = [], []
+        for slot in slots:
+            t = self._tensor(slot)
+            (here if t.device == device else host).append((slot, t))
+        for slot, t in here:
+            b = self._backups.get(_key(slot))
+            if b is None or b.shape != t.shape or b.dtype != t.dtype:
+                self._backups[_key(slot)] = torch.empty_like(t)
+        if here:
+            torch._foreach_copy_([self._backups[_key(s)] for s, _ in here], [t for _, t in here])
+        self._here = [s for s, _ in here]
+        self._host_saved = [(t, t.clone()) for _, t in host]
+        self._armed = True
 
     @torch.no_grad()
     def _roll_back(self) -> None:
-        cond = self._cond
-        if cond is None:
+        if not self._armed:
             return
-        for live, backup in self._pairs:
-            torch.where(cond, backup, live, out=live)
+        self._armed = False
+        # The mask is read now, not before the step: a closure run inside the step may
+        # have recorded this step's verdict.
+        cond = self._mask().reshape(()) > 0
+        before = {_key(s) for s in self._here}
+        for slot in self._here:
+            live = self._tensor(slot)
+            if live is not None:
+                torch.where(cond, self._backups[_key(slot)], live, out=live)
         # State the step created (a first step): back to zeros, as fresh state starts.
-        for t in self._tensors():
-            if id(t) not in self._seen and t.device == cond.device:
+        for slot in self._slots():
+            t = self._tensor(slot)
+            if _key(slot) not in before and t is not None and t.device == cond.device:
                 torch.where(cond, torch.zeros((), dtype=t.dtype, device=t.device), t, out=t)
-        self._cond = None
+        if self._host_saved:
+            self.host_history[self.step_index()] = self._host_saved
+            self._host_saved = []
 
     def restore_host(self, step: int) -> None:
         """Put host-side scalars back as they were before ``step`` (at a halt)."""

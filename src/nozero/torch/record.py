@@ -40,10 +40,12 @@ class HostRecord:
 class StepRecord:
     """The sticky record of one guard, living on ``device``."""
 
-    def __init__(self, device: torch.device) -> None:
+    def __init__(self, device: torch.device, first_step: int = 0) -> None:
         self.device = device
         self.values = torch.tensor(
-            [-1.0, math.nan, math.nan, 0.0, 0.0, 0.0], dtype=torch.float64, device=device
+            [-1.0, math.nan, math.nan, 0.0, float(first_step), 0.0],
+            dtype=torch.float64,
+            device=device,
         )
         # Exactly 1.0 from the first bad step on: the fused kernels' ``found_inf``.
         self.found_inf = torch.zeros((), dtype=torch.float32, device=device)

@@ -1,0 +1,121 @@
+"""The guard as a Hugging Face ``TrainerCallback``: ``Trainer(callbacks=[NonFiniteGuard()])``.
+
+The Trainer passes a callback no loss, so the guard takes each micro-batch's loss from
+the model's own output (``output.loss``, read by a forward hook in training mode only:
+a device tensor, never read on the host) and keeps the last micro-batch's inputs for the
+error's context. At ``on_pre_optimizer_step`` (after the Trainer's clipping) it records
+the step on accelerate's inner optimizer, whose hooks keep every update off from the first
+bad step on; a due sync raises there, before the update. The step index is
+``state.global_step``. ``trainer.train()`` raises the :class:`~nozero.torch.GuardHalt`.
+A model whose Trainer computes the loss outside the model (a custom ``compute_loss``,
+label smoothing) gives no ``output.loss``: the guard then checks the gradients alone and
+reports ``loss=nan``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
+
+from nozero.torch.guard import Guard
+from nozero.torch.halt import GuardHalt
+from nozero.torch.scaling import MAX_SCALER_SKIPS, MIN_SCALE
+
+
+class NonFiniteGuard(TrainerCallback):
+    """Halt ``train()`` at the exact first optimizer step whose loss or gradient is non-finite.
+
+    ``sync_every``, ``max_scaler_skips`` and ``min_scale`` are the
+    :class:`~nozero.torch.Guard`'s; accelerate's fp16 GradScaler is picked up on its own.
+    ``guard`` is the guard while training.
+    """
+
+    def __init__(
+        self,
+        sync_every: int = 16,
+        *,
+        max_scaler_skips: int = MAX_SCALER_SKIPS,
+        min_scale: float = MIN_SCALE,
+    ) -> None:
+        if int(sync_every) < 1:
+            raise ValueError(f"sync_every must be >= 1, got {sync_every}")
+        self.sync_every = int(sync_every)
+        self.max_scaler_skips = max_scaler_skips
+        self.min_scale = min_scale
+        self.guard: Guard | None = None
+        self._losses: list[torch.Tensor] = []
+        self._inputs: Any = None
+        self._handles: list[Any] = []
+
+    def on_train_begin(
+        self,
+        args: TrainingArguments,
+        state: TrainerState,
+        control: TrainerControl,
+        model: torch.nn.Module | None = None,
+        **kwargs: Any,
+    ) -> None:
+        if model is None:
+            raise ValueError("NonFiniteGuard needs the Trainer's model (got none)")
+        self._model = model
+        self._handles = [
+            model.register_forward_pre_hook(self._keep_inputs, with_kwargs=True),
+            model.register_forward_hook(self._keep_loss),
+        ]
+
+    def _keep_inputs(self, module: torch.nn.Module, args: Any, kwargs: Any) -> None:
+        if module.training and torch.is_grad_enabled():
+            self._inputs = kwargs if kwargs else args
+
+    def _keep_loss(self, module: torch.nn.Module, args: Any, output: Any) -> None:
+        if not (module.training and torch.is_grad_enabled()):
+            return
+        loss = output.get("loss") if isinstance(output, dict) else getattr(output, "loss", None)
+        if isinstance(loss, torch.Tensor):
+            self._losses.append(loss.detach())
+
+    def on_pre_optimizer_step(
+        self,
+        args: TrainingArguments,
+        state: TrainerState,
+        control: TrainerControl,
+        optimizer: Any = None,
+        **kwargs: Any,
+    ) -> None:
+        if self.guard is None:
+            inner = getattr(optimizer, "optimizer", optimizer)  # accelerate's wrapper
+            self.guard = Guard(
+                inner,
+                self.sync_every,
+                scaler=getattr(optimizer, "scaler", None),
+                max_scaler_skips=self.max_scaler_skips,
+                min_scale=self.min_scale,
+                model=self._model,
+                first_step=state.global_step,
+            )
+        losses, self._losses = self._losses, []
+        for loss in losses:
+            self.guard.observe(loss)
+        try:
+            self.guard.before_step(self._inputs)
+        except GuardHalt:
+            self._release()
+            raise
+
+    def on_train_end(
+        self, args: TrainingArguments, state: TrainerState, control: TrainerControl, **kwargs: Any
+    ) -> None:
+        guard, self.guard = self.guard, None
+        self._release()
+        if guard is not None:
+            guard.close()
+
+    def _release(self) -> None:
+        for handle in self._handles:
+            handle.remove()
+        self._handles = []
+        if self.guard is not None:
+            self.guard.release()
+            self.guard = None
