@@ -34,14 +34,14 @@ def test_torch_loop_recipe_passes_and_zeroing_nan_grads_is_caught(pytester):
         "optimizer.step()"
     )
     copy = broken(block, "guard.step(loss, batch=batch)", zeroing)
-    result = run_recipe(pytester, block, copy, examples=6, limit=LIMIT)
+    result = run_recipe(pytester, block, copy, examples=5, limit=LIMIT)
     assert_recipe_passes_and_broken_copy_fails(result)
 
 
 def test_lightning_recipe_passes_and_fit_without_the_callback_is_caught(pytester):
     pytest.importorskip("pytorch_lightning")
     block = conftest_block("plugin/recipes/lightning.md")
-    result = run_recipe(pytester, block, broken(block, *UNGUARDED), examples=4, limit=LIMIT)
+    result = run_recipe(pytester, block, broken(block, *UNGUARDED), examples=3, limit=LIMIT)
     assert_recipe_passes_and_broken_copy_fails(result)
 
 
@@ -49,5 +49,6 @@ def test_huggingface_recipe_passes_and_train_without_the_callback_is_caught(pyte
     pytest.importorskip("transformers")
     pytest.importorskip("accelerate")
     block = conftest_block("plugin/recipes/huggingface.md")
-    result = run_recipe(pytester, block, broken(block, *UNGUARDED), examples=4, limit=LIMIT)
+    # About a second per Trainer run here: two examples per check keep it near 20 s.
+    result = run_recipe(pytester, block, broken(block, *UNGUARDED), examples=2, limit=LIMIT)
     assert_recipe_passes_and_broken_copy_fails(result)
