@@ -26,6 +26,12 @@ LIMIT = 150  # seconds per pytest process
 UNGUARDED = ("callbacks=[NonFiniteGuard(sync_every=16)],", "callbacks=[],")
 
 
+@pytest.mark.parametrize("page", sorted(RUNS_DOCS_BLOCKS))
+def test_each_recipe_registers_in_at_most_five_lines_of_glue(page):
+    glue = conftest_block(page).split("# The glue")[1].strip().splitlines()[1:]
+    assert 1 <= len(glue) <= 5, glue
+
+
 def test_torch_loop_recipe_passes_and_zeroing_nan_grads_is_caught(pytester):
     block = conftest_block("plugin/recipes/torch.md")
     zeroing = (
