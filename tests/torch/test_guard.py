@@ -132,3 +132,64 @@ def test_bad_arguments_are_named():
         Guard(net, sync_every=1)
     with pytest.raises(ValueError, match="max_scaler_skips"):
         Guard(opt, scaler=torch.amp.GradScaler("cpu"), max_scaler_skips=0)
+
+
+def test_close_after_a_delivered_halt_does_not_raise_it_again():
+    net = model()
+    opt = OPTIMIZERS["sgd-fused"](net.parameters())
+    guard = Guard(opt, sync_every=1)
+    loss = loss_of(net, batch(0, poison=True))
+    loss.backward()
+    with pytest.raises(GuardHalt):
+        guard.step(loss)
+    guard.close()
+    assert not opt._optimizer_step_pre_hooks
+    with pytest.raises(ValueError, match=r"scalar tensor, got shape \(16, 1\)"):
+        Guard(opt).observe(net(batch(1)[0]))
+
+
+def _overflowing_step() -> tuple[torch.nn.Module, torch.Tensor]:
+    """A model and a finite loss whose gradient norm overflows float32 (finite elements)."""
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Linear(4, 16), torch.nn.GELU(), torch.nn.Linear(16, 1))
+    x = torch.randn(8, 4)
+    x[0, 0] = 3.4e38
+    loss = torch.nn.functional.binary_cross_entropy_with_logits(net(x), torch.ones(8, 1))
+    return net, loss
+
+
+@pytest.mark.parametrize("how", ["guard clips", "loop passes the norm"])
+def test_clipping_cannot_hide_an_overflowed_norm(how):
+    net, loss = _overflowing_step()
+    opt = OPTIMIZERS["adamw-foreach"](net.parameters())
+    guard = Guard(opt, sync_every=1, max_grad_norm=1.0 if how == "guard clips" else None)
+    saved = snapshot(net, opt)
+    loss.backward()
+    assert math.isfinite(loss.item())
+    with pytest.raises(GuardHalt) as caught:
+        if how == "guard clips":
+            guard.step(loss)
+        else:
+            guard.step(loss, grad_norm=torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0))
+    assert caught.value.step == 0 and math.isinf(caught.value.grad_norm)
+    assert_state_equal(net, opt, saved)
+
+
+def test_the_guards_clipping_equals_clip_grad_norm():
+    runs = []
+    for guarded in (False, True):
+        net = model()
+        opt = OPTIMIZERS["adam-fused"](net.parameters())
+        guard = Guard(opt, sync_every=4, max_grad_norm=0.5) if guarded else None
+        for step in range(6):
+            loss = loss_of(net, batch(step)) * 100  # gradients well above the threshold
+            loss.backward()
+            if guard is None:
+                torch.nn.utils.clip_grad_norm_(net.parameters(), 0.5)
+                opt.step()
+            else:
+                guard.step(loss)
+            opt.zero_grad()
+        runs.append(snapshot(net, opt)["model"])
+    for name, value in runs[0].items():
+        assert torch.equal(value, runs[1][name]), name

@@ -51,22 +51,18 @@ class Snapshots(transformers.TrainerCallback):
         self.after[state.global_step - 1] = copy.deepcopy(model.state_dict())
 
 
-@pytest.mark.parametrize(("accumulate", "optim"), [(2, "adamw_torch"), (1, "adamw_torch_fused")])
-def test_train_halts_at_the_exact_step(tmp_path, accumulate, optim):
-    bad_step, per_device = 5, 2
-    # The last item of the last micro-batch of optimizer step 5 (synced at step 7).
-    poison = (bad_step + 1) * accumulate * per_device - 1
+def _trainer(tmp_path, data, callbacks, *, accumulate=1, optim="adamw_torch", steps=10):
     torch.manual_seed(0)
     config = transformers.GPT2Config(
         vocab_size=32, n_positions=LENGTH, n_embd=HIDDEN, n_layer=1, n_head=2
     )
-    model = transformers.GPT2LMHeadModel(config)
     args = transformers.TrainingArguments(
         output_dir=str(tmp_path),
-        max_steps=10,
-        per_device_train_batch_size=per_device,
+        max_steps=steps,
+        per_device_train_batch_size=2,
         gradient_accumulation_steps=accumulate,
         learning_rate=1e-3,
+        max_grad_norm=0.05,  # well below the gradients' norm: every step clips
         optim=optim,
         save_strategy="no",
         logging_strategy="no",
@@ -74,20 +70,39 @@ def test_train_halts_at_the_exact_step(tmp_path, accumulate, optim):
         use_cpu=True,
         disable_tqdm=True,
         dataloader_num_workers=0,
+        seed=0,
     )
+    model = transformers.GPT2LMHeadModel(config)
+    return transformers.Trainer(model=model, args=args, train_dataset=data, callbacks=callbacks)
+
+
+@pytest.mark.parametrize(("accumulate", "optim"), [(2, "adamw_torch"), (1, "adamw_torch_fused")])
+def test_train_halts_at_the_exact_step(tmp_path, accumulate, optim):
+    bad_step, per_device = 5, 2
+    # The last item of the last micro-batch of optimizer step 5 (synced at step 7).
+    poison = (bad_step + 1) * accumulate * per_device - 1
     snaps = Snapshots()
-    trainer = transformers.Trainer(
-        model=model,
-        args=args,
-        train_dataset=Embeddings(64, poison),
-        callbacks=[snaps, NonFiniteGuard(sync_every=4)],
+    callbacks = [snaps, NonFiniteGuard(sync_every=4)]
+    trainer = _trainer(
+        tmp_path, Embeddings(64, poison), callbacks, accumulate=accumulate, optim=optim
     )
     with pytest.raises(GuardHalt) as caught:
         trainer.train()
     err = caught.value
     assert err.step == bad_step and parse_message(str(err))[0] == bad_step
     assert math.isnan(err.loss)
-    live = model.state_dict()
+    live = trainer.model.state_dict()
     for name, value in snaps.after[bad_step - 1].items():
         assert torch.equal(live[name], value), name
     assert not trainer.optimizer.optimizer._optimizer_step_pre_hooks
+    assert trainer.args.max_grad_norm == 0.05  # the clipping the callback took over, back
+
+
+def test_the_callbacks_clipping_equals_the_trainers(tmp_path):
+    weights = []
+    for callbacks in ([], [NonFiniteGuard(sync_every=2)]):
+        trainer = _trainer(tmp_path, Embeddings(64, poison=-1), callbacks, steps=3)
+        trainer.train()
+        weights.append(trainer.model.state_dict())
+    for name, value in weights[0].items():
+        assert torch.equal(value, weights[1][name]), name

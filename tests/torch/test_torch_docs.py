@@ -18,7 +18,7 @@ _BLOCK = re.compile(r"^```python\n(.*?)^```", re.M | re.S)
 def test_the_plain_loop_example_halts_at_step_123(capsys):
     blocks = _BLOCK.findall(PAGE.read_text(encoding="utf-8"))
     example = blocks[0]
-    assert "Guard(optimizer, sync_every=16, model=model)" in example
+    assert "Guard(optimizer, sync_every=16, model=model, max_grad_norm=1.0)" in example
     namespace: dict = {}
     exec(compile(example, str(PAGE), "exec"), namespace)  # noqa: S102
     printed = capsys.readouterr().out.splitlines()

@@ -34,15 +34,20 @@ def world_size(group: object | None) -> int:
 
 
 def agree(
-    group: object | None, bad: torch.Tensor, loss: torch.Tensor, sumsq: torch.Tensor
+    group: object | None,
+    bad: torch.Tensor,
+    loss: torch.Tensor,
+    norm: torch.Tensor,
+    sharded: bool,
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """``(bad, mean loss, summed squares)`` over the ranks of ``group`` (identity alone)."""
+    """``(bad, loss, grad norm)`` as all ranks of ``group`` agree (unchanged alone)."""
     size = world_size(group)
     if size == 1:
-        return bad, loss, sumsq
-    vec = torch.stack([bad.to(torch.float64), loss.to(torch.float64), sumsq.to(torch.float64)])
+        return bad, loss, norm
+    sumsq = norm.double().square() if sharded else torch.zeros_like(norm, dtype=torch.float64)
+    vec = torch.stack([bad.double(), loss.double(), sumsq])
     work = dist.all_reduce(vec, op=dist.ReduceOp.SUM, group=group, async_op=True)  # type: ignore[arg-type]
     # On NCCL this orders the device stream after the collective without blocking the
     # host; gloo (CPU) completes it here.
     work.wait()
-    return vec[0] > 0, vec[1] / size, vec[2]
+    return vec[0] > 0, vec[1] / size, vec[2].sqrt() if sharded else norm

@@ -36,10 +36,37 @@ def grads(optimizer: torch.optim.Optimizer) -> list[torch.Tensor]:
     return out
 
 
-def sum_of_squares(tensors: list[torch.Tensor], device: torch.device) -> torch.Tensor:
-    """Sum of squared elements of ``tensors`` as a float64 0-dim tensor on ``device``."""
+def norm(tensors: list[torch.Tensor], device: torch.device) -> torch.Tensor:
+    """The 2-norm of all of ``tensors`` together: a float32 0-dim tensor on ``device``.
+
+    One ``_foreach_norm`` (float32 per tensor, whatever the gradients' dtype) and one norm
+    of the stacked norms: three kernels whatever the number of tensors.
+    """
     if not tensors:
-        return torch.zeros((), dtype=torch.float64, device=device)
-    norms = torch._foreach_norm(tensors, 2.0)
-    stacked = torch.stack([n.to(device=device, dtype=torch.float64) for n in norms])
-    return stacked.square().sum()
+        return torch.zeros((), dtype=torch.float32, device=device)
+    norms = torch._foreach_norm(tensors, 2, dtype=torch.float32)
+    if any(n.device != device for n in norms):
+        norms = [n.to(device, non_blocking=True) for n in norms]
+    return torch.linalg.vector_norm(torch.stack(norms))
+
+
+def as_global(grad_norm: torch.Tensor | float, device: torch.device) -> torch.Tensor:
+    """A norm the loop computed (``clip_grad_norm_``'s return) as a float32 0-dim tensor."""
+    if not isinstance(grad_norm, torch.Tensor):
+        return torch.tensor(float(grad_norm), dtype=torch.float32, device=device)
+    full = getattr(grad_norm, "full_tensor", None)  # a DTensor (FSDP2's clip)
+    value = full() if callable(full) else grad_norm
+    return value.detach().reshape(()).to(device=device, dtype=torch.float32, non_blocking=True)
+
+
+@torch.no_grad()
+def clip(tensors: list[torch.Tensor], max_norm: float, norm: torch.Tensor) -> None:
+    """Scale ``tensors`` in place so their global norm ``norm`` is at most ``max_norm``.
+
+    As ``clip_grad_norm_`` does, without computing the norm again and without a host
+    read (the coefficient stays on the device).
+    """
+    if not tensors:
+        return
+    coef = torch.clamp(max_norm / (norm + 1e-6), max=1.0)
+    torch._foreach_mul_(tensors, coef)

@@ -20,10 +20,15 @@ import torch
 from nozero.torch import distributed, grads
 from nozero.torch.halt import GuardHalt, HaltContext
 from nozero.torch.mask import UpdateMask
-from nozero.torch.record import REASONS, HostRecord, StepRecord
+from nozero.torch.record import (
+    NON_FINITE,
+    REASONS,
+    SCALE_FLOOR,
+    TOO_MANY_SKIPS,
+    HostRecord,
+    StepRecord,
+)
 from nozero.torch.scaling import MAX_SCALER_SKIPS, MIN_SCALE, ScalerWatch
-
-_REASON_CODE = {text: code for code, text in REASONS.items()}
 
 
 def _device_of(optimizer: torch.optim.Optimizer) -> torch.device:
@@ -31,6 +36,19 @@ def _device_of(optimizer: torch.optim.Optimizer) -> torch.device:
         for p in group["params"]:
             return p.device
     raise ValueError("Guard needs an optimizer with at least one parameter")
+
+
+def _not_finite(values: torch.Tensor) -> torch.Tensor:
+    """Any element NaN or infinite, as a 0-dim bool: ``x - x`` is 0 exactly when finite."""
+    return (values - values).ne(0).any()
+
+
+def _lrs(optimizer: torch.optim.Optimizer) -> list[float]:
+    """Each param group's learning rate (a tensor learning rate is not read: ``nan``)."""
+    return [
+        math.nan if isinstance(g["lr"], torch.Tensor) else float(g["lr"])
+        for g in optimizer.param_groups
+    ]
 
 
 class Guard:
@@ -44,7 +62,10 @@ class Guard:
     default group when ``torch.distributed`` is initialized). ``model``, if given, puts
     its state dict in the error's context. ``sharded_grads`` overrides the detection of
     sharded (FSDP) gradients, whose norm is reduced across ranks. ``first_step`` is the
-    index of the first step guarded (a resumed run's global step).
+    index of the first step guarded (a resumed run's global step). ``max_grad_norm``
+    clips the gradients to that global norm after the check, reusing the guard's norm:
+    clip here, not before ``step`` (clipping an overflowed norm zeroes the gradients, and
+    a step on zero gradients is finite), or pass the clip's returned norm as ``grad_norm``.
     """
 
     def __init__(
@@ -59,12 +80,18 @@ class Guard:
         model: torch.nn.Module | None = None,
         sharded_grads: bool | None = None,
         first_step: int = 0,
+        max_grad_norm: float | None = None,
     ) -> None:
         if not isinstance(optimizer, torch.optim.Optimizer):
             kind = type(optimizer).__name__
             raise TypeError(f"Guard needs a torch.optim.Optimizer, got {kind}")
         if int(sync_every) < 1:
             raise ValueError(f"sync_every must be >= 1, got {sync_every}")
+        if max_grad_norm is not None and not max_grad_norm > 0:
+            raise ValueError(
+                f"max_grad_norm must be > 0 (or None: no clipping), got {max_grad_norm}"
+            )
+        self.max_grad_norm = None if max_grad_norm is None else float(max_grad_norm)
         self.optimizer = optimizer
         self.sync_every = int(sync_every)
         self.model = model
@@ -74,13 +101,18 @@ class Guard:
         self.sharded = grads.is_sharded(optimizer) if sharded_grads is None else sharded_grads
         self.steps = int(first_step)
         self.batches = 0  # losses observed (micro-batches), for the error's context
-        self._record = StepRecord(self.device, self.steps)
-        # This step's mask, updated in place (the hooks may hold it before it is set).
-        self._step_mask = torch.zeros((), dtype=torch.float32, device=self.device)
+        self._record = StepRecord(self.device)
+        # This step's mask, updated in place (the hooks may hold it before it is set): the
+        # sticky flag itself, or under a scaler the larger of it and the scaler's skip.
+        if self.scaler.active:
+            self._step_mask = torch.zeros((), dtype=torch.float32, device=self.device)
+        else:
+            self._step_mask = self._record.found_inf
         self._mask = UpdateMask(optimizer, lambda: self._step_mask)
         self._mask.step_index = lambda: self.steps - 1
-        self._loss_sum: torch.Tensor | None = None
-        self._loss_count = 0
+        self._losses: list[torch.Tensor] = []
+        self._no_loss = torch.full((), math.nan, dtype=torch.float32, device=self.device)
+        self._true = torch.ones((), dtype=torch.bool, device=self.device)
         # Host-side facts per step since the last clean sync: its batch, the losses
         # observed before it, the learning rates it stepped with.
         self._pending: dict[int, tuple[Any, int, list[float]]] = {}
@@ -96,91 +128,123 @@ class Guard:
         step bad. Nothing is read on the host.
         """
         if isinstance(loss, torch.Tensor):
-            value = loss.detach().reshape(()).to(device=self.device, dtype=torch.float64)
+            if loss.numel() != 1:
+                raise ValueError(
+                    f"guard.observe/step: loss must be a scalar tensor, got shape "
+                    f"{tuple(loss.shape)} (reduce it first, e.g. loss.mean())"
+                )
+            value = loss.detach()
+            if value.device != self.device:
+                value = value.to(self.device, non_blocking=True)
         else:
-            value = torch.tensor(float(loss), dtype=torch.float64, device=self.device)
-        self._loss_sum = value if self._loss_sum is None else self._loss_sum + value
-        self._loss_count += 1
+            value = torch.tensor(float(loss), dtype=torch.float32, device=self.device)
+        self._losses.append(value.reshape(()))
         self.batches += 1
 
-    def before_step(self, batch: Any = None) -> None:
+    def before_step(self, batch: Any = None, grad_norm: torch.Tensor | None = None) -> None:
         """Record this optimizer step on the device, count it and sync when due.
 
-        Call it after the gradients are final (after clipping) and right before the
-        optimizer steps; the masking hooks on the optimizer then keep a bad update off.
-        Adapters whose framework steps the optimizer itself call this; loops call
-        :meth:`step` or :meth:`apply`.
+        Call it after the backward passes and right before the optimizer steps; the
+        masking hooks on the optimizer then keep a bad update off. ``grad_norm`` is the
+        step's global gradient norm if the loop computed it (``clip_grad_norm_``'s return,
+        taken before clipping); otherwise the guard computes it. Adapters whose framework
+        steps the optimizer itself call this; loops call :meth:`step` or :meth:`apply`.
         """
         self._check_open()
         opt = self.optimizer
-        scaled = self.scaler.active
-        if scaled:
+        if self.scaler.active:
             self.scaler.unscale(opt)
-        norm_sq = grads.sum_of_squares(grads.grads(opt), self.device)
-        if self._loss_sum is None:
-            loss = torch.full((), math.nan, dtype=torch.float64, device=self.device)
-            loss_ok = torch.ones((), dtype=torch.bool, device=self.device)
+        local = grads.grads(opt)
+        given = grad_norm is not None
+        if given:
+            norm = grads.as_global(grad_norm, self.device)
         else:
-            loss = self._loss_sum / self._loss_count
-            loss_ok = torch.isfinite(loss)
-        self._pending[self.steps] = (
-            batch,
-            self.batches,
-            [
-                float(g["lr"]) if not isinstance(g["lr"], torch.Tensor) else math.nan
-                for g in opt.param_groups
-            ],
-        )
-        self._loss_sum, self._loss_count = None, 0
-        local_norm = norm_sq.sqrt()
-        if scaled:
-            found_inf = self.scaler.found_inf(opt, self.device)
-            skipped = found_inf.reshape(()) > 0
-            skips = torch.where(skipped, self._record.skips() + 1, 0.0)
-            too_many = skips >= self.scaler.max_skips
-            too_low = self.scaler.scale_too_low(found_inf)
-            bad = ~loss_ok | too_many | too_low
-            # A step another rank found bad reads as a non-finite loss or gradient here.
-            reason = torch.where(
-                too_many & loss_ok,
-                _REASON_CODE[REASONS[2]],
-                torch.where(too_low & loss_ok, _REASON_CODE[REASONS[3]], _REASON_CODE[REASONS[1]]),
-            ).to(torch.float64)
+            norm = grads.norm(local, self.device)
+        loss = self._step_loss()
+        self._pending[self.steps] = (batch, self.batches, _lrs(opt))
+        values = torch.stack([self._no_loss if loss is None else loss, norm])
+        if self.scaler.active:
+            bad, skips, reason, found_inf = self._scaled_verdict(loss, norm)
         else:
-            found_inf = None
-            skips = torch.zeros((), dtype=torch.float64, device=self.device)
-            bad = ~(loss_ok & torch.isfinite(local_norm))
-            reason = torch.ones((), dtype=torch.float64, device=self.device)
-        bad, loss, summed = distributed.agree(self.group, bad, loss, norm_sq)
-        norm = summed.sqrt() if self.sharded else local_norm
-        self._record.fold(bad, loss, norm, skips, reason)
-        sticky = self._record.found_inf
-        if found_inf is None:
-            self._step_mask.copy_(sticky)
-        else:
-            torch.maximum(sticky, found_inf, out=self._step_mask)
+            observed = norm if loss is None else values
+            bad, skips, reason, found_inf = _not_finite(observed), None, None, None
+        if self.group is not None:
+            sharded = self.sharded and not given  # a norm the loop gave is already global
+            bad, loss_all, norm = distributed.agree(self.group, bad, values[0], norm, sharded)
+            values = torch.stack([loss_all, norm])
+        self._record.fold(bad, values, skips, reason)
+        if self.max_grad_norm is not None:
+            grads.clip(local, self.max_grad_norm, norm)
+        if found_inf is not None:
+            torch.maximum(self._record.found_inf, found_inf, out=self._step_mask)
         self.steps += 1
         self._since_sync += 1
         if self._since_sync >= self.sync_every:
             self.sync()
 
-    def apply(self, closure: Callable[[], Any] | None = None, *, batch: Any = None) -> None:
+    def _step_loss(self) -> torch.Tensor | None:
+        """The mean of the losses observed since the last step (``None``: none observed)."""
+        losses, self._losses = self._losses, []
+        if not losses:
+            return None
+        if len(losses) == 1:
+            return losses[0]
+        return torch.stack([x.float() for x in losses]).mean()
+
+    def _scaled_verdict(
+        self, loss: torch.Tensor | None, norm: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Under a loss scaler: ``(bad, skips, reason, the scaler's found_inf)``.
+
+        An overflow (non-finite gradients) is the scaler's skip; the step is bad when the
+        unscaled loss is not finite, the skips run to ``max_scaler_skips`` or the scale
+        would fall below ``min_scale``.
+        """
+        found_inf = self.scaler.found_inf(self.optimizer, self.device)
+        skipped = found_inf > 0
+        skips = torch.where(skipped, self._record.skips() + 1, 0.0)
+        too_many = skips >= self.scaler.max_skips
+        too_low = self.scaler.scale_too_low(found_inf)
+        loss_ok = self._true if loss is None else ~_not_finite(loss)
+        bad = ~loss_ok | too_many | too_low
+        # A step another rank found bad reads as a non-finite loss or gradient here.
+        reason = torch.where(
+            too_many & loss_ok,
+            TOO_MANY_SKIPS,
+            torch.where(too_low & loss_ok, SCALE_FLOOR, NON_FINITE),
+        )
+        return bad, skips, reason, found_inf
+
+    def apply(
+        self,
+        closure: Callable[[], Any] | None = None,
+        *,
+        batch: Any = None,
+        grad_norm: torch.Tensor | None = None,
+    ) -> None:
         """Step the optimizer under the guard (``closure``: evaluated once, its loss observed).
 
-        ``batch`` is kept (a reference) until the next clean sync, for the error's context.
+        ``batch`` is kept (a reference) until the next clean sync, for the error's context;
+        ``grad_norm`` as in :meth:`before_step`.
         """
         if closure is not None:
             with torch.enable_grad():
                 self.observe(closure())
-        self.before_step(batch)
+        self.before_step(batch, grad_norm)
         self.optimizer.step()
         if self.scaler.active:
             self.scaler.update()
 
-    def step(self, loss: torch.Tensor | float, batch: Any = None) -> None:
+    def step(
+        self,
+        loss: torch.Tensor | float,
+        batch: Any = None,
+        *,
+        grad_norm: torch.Tensor | None = None,
+    ) -> None:
         """``observe(loss)`` then ``apply()``: one guarded optimizer step."""
         self.observe(loss)
-        self.apply(batch=batch)
+        self.apply(batch=batch, grad_norm=grad_norm)
 
     # -- the host's reads -----------------------------------------------------------------
     def sync(self) -> None:
@@ -188,7 +252,7 @@ class Guard:
         if self._halt is not None:
             raise self._halt
         self._record.start_read()
-        host = self._record.finish_read()
+        host = self._record.finish_read(self.steps)
         self._since_sync = 0
         if host.first_bad is None:
             self._pending.clear()
@@ -198,8 +262,14 @@ class Guard:
         raise self._halt
 
     def close(self) -> None:
-        """The last check; takes the guard's hooks off the optimizer."""
+        """The last check; takes the guard's hooks off the optimizer.
+
+        A halt already raised is not raised again (``close()`` in a ``finally`` is safe).
+        """
         if self._closed:
+            return
+        if self._halt is not None:
+            self.release()
             return
         try:
             self.sync()
@@ -232,10 +302,7 @@ class Guard:
         step = int(host.first_bad)  # type: ignore[arg-type]
         self._mask.restore_host(step)
         batch, batches_at, lrs_at = self._pending.get(step, (None, self.batches, []))
-        lrs_now = [
-            float(g["lr"]) if not isinstance(g["lr"], torch.Tensor) else math.nan
-            for g in self.optimizer.param_groups
-        ]
+        lrs_now = _lrs(self.optimizer)
         state: dict[str, Any] = {"optimizer": self.optimizer.state_dict()}
         if self.model is not None:
             state["model"] = self.model.state_dict()
@@ -249,7 +316,7 @@ class Guard:
             step=step,
             loss=host.loss,
             grad_norm=host.grad_norm,
-            reason=host.reason or REASONS[1],
+            reason=host.reason or REASONS[NON_FINITE],
             state=state,
             batch=batch,
             after=after,

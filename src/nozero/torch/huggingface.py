@@ -7,6 +7,12 @@ error's context. At ``on_pre_optimizer_step`` (after the Trainer's clipping) it 
 the step on accelerate's inner optimizer, whose hooks keep every update off from the first
 bad step on; a due sync raises there, before the update. The step index is
 ``state.global_step``. ``trainer.train()`` raises the :class:`~nozero.torch.GuardHalt`.
+
+The Trainer clips the gradients (``max_grad_norm``, 1.0 by default) before the callback
+runs, and clipping a step whose norm overflowed scales its gradients by ``1/inf = 0``: a
+finite, zero step the guard would let through. So the callback takes the clipping over:
+it sets ``args.max_grad_norm`` to 0 for the run (back at the end) and clips to the same
+norm itself, after the check, with the norm it computed anyway.
 A model whose Trainer computes the loss outside the model (a custom ``compute_loss``,
 label smoothing) gives no ``output.loss``: the guard then checks the gradients alone and
 reports ``loss=nan``.
@@ -48,6 +54,8 @@ class NonFiniteGuard(TrainerCallback):
         self._losses: list[torch.Tensor] = []
         self._inputs: Any = None
         self._handles: list[Any] = []
+        self._args: TrainingArguments | None = None
+        self._max_grad_norm: float | None = None
 
     def on_train_begin(
         self,
@@ -60,6 +68,11 @@ class NonFiniteGuard(TrainerCallback):
         if model is None:
             raise ValueError("NonFiniteGuard needs the Trainer's model (got none)")
         self._model = model
+        # Take the clipping over (see the module's docstring); put it back at the end.
+        self._args = args
+        self._max_grad_norm = args.max_grad_norm if args.max_grad_norm > 0 else None
+        if self._max_grad_norm is not None:
+            args.max_grad_norm = 0.0
         self._handles = [
             model.register_forward_pre_hook(self._keep_inputs, with_kwargs=True),
             model.register_forward_hook(self._keep_loss),
@@ -94,6 +107,7 @@ class NonFiniteGuard(TrainerCallback):
                 min_scale=self.min_scale,
                 model=self._model,
                 first_step=state.global_step,
+                max_grad_norm=self._max_grad_norm,
             )
         losses, self._losses = self._losses, []
         for loss in losses:
@@ -116,6 +130,9 @@ class NonFiniteGuard(TrainerCallback):
         for handle in self._handles:
             handle.remove()
         self._handles = []
+        if self._args is not None and self._max_grad_norm is not None:
+            self._args.max_grad_norm = self._max_grad_norm
+            self._max_grad_norm = None
         if self.guard is not None:
             self.guard.release()
             self.guard = None

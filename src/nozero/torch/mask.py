@@ -48,9 +48,11 @@ class UpdateMask:
         self.fused = is_fused(optimizer)
         self._mask = mask
         self._prior: object = _MISSING
-        self._slots_seen: list[tuple[torch.Tensor, str | None]] = []
+        self._seen_signature: tuple[int, ...] = ()
         self._backups: dict[tuple[int, str | None], torch.Tensor] = {}
         self._here: list[tuple[torch.Tensor, str | None]] = []
+        self._host_slots: list[tuple[torch.Tensor, str | None]] = []
+        self._live: list[torch.Tensor] = []  # this step's backups, slot by slot
         self._armed = False
         self._host_saved: list[tuple[torch.Tensor, torch.Tensor]] = []
         # Host-side scalars per step index, kept since the last clean sync.
@@ -118,26 +120,37 @@ class UpdateMask:
         value = self.optimizer.state.get(p, {}).get(key)
         return _local(value) if isinstance(value, torch.Tensor) else None
 
+    def _signature(self) -> tuple[int, ...]:
+        """Changes when parameters or state entries come or go (cheap: no tensor touched)."""
+        state = self.optimizer.state
+        return (
+            *(len(g["params"]) for g in self.optimizer.param_groups),
+            len(state),
+            sum(len(entries) for entries in state.values()),
+        )
+
     @torch.no_grad()
     def _snapshot(self, device: torch.device) -> None:
-        slots = self._slots()
-        if len(slots) != len(self._slots_seen) or any(
-            a[0] is not b[0] or a[1] != b[1] for a, b in zip(slots, self._slots_seen, strict=True)
-        ):
-            self._slots_seen = slots
+        signature = self._signature()
+        if signature != self._seen_signature:
+            self._seen_signature = signature
+            slots = self._slots()
             self._backups = {}
-        here, host = [], []
-        for slot in slots:
-            t = self._tensor(slot)
-            (here if t.device == device else host).append((slot, t))
-        for slot, t in here:
+            self._here, self._host_slots = [], []
+            for slot in slots:
+                t = self._tensor(slot)
+                (self._here if t.device == device else self._host_slots).append(slot)
+        live = [self._tensor(slot) for slot in self._here]
+        backups = []
+        for slot, t in zip(self._here, live, strict=True):
             b = self._backups.get(_key(slot))
             if b is None or b.shape != t.shape or b.dtype != t.dtype:
-                self._backups[_key(slot)] = torch.empty_like(t)
-        if here:
-            torch._foreach_copy_([self._backups[_key(s)] for s, _ in here], [t for _, t in here])
-        self._here = [s for s, _ in here]
-        self._host_saved = [(t, t.clone()) for _, t in host]
+                b = self._backups[_key(slot)] = torch.empty_like(t)
+            backups.append(b)
+        if live:
+            torch._foreach_copy_(backups, live)
+        self._live = backups
+        self._host_saved = [(t, t.clone()) for t in map(self._tensor, self._host_slots)]
         self._armed = True
 
     @torch.no_grad()
@@ -148,16 +161,19 @@ class UpdateMask:
         # The mask is read now, not before the step: a closure run inside the step may
         # have recorded this step's verdict.
         cond = self._mask().reshape(()) > 0
-        before = {_key(s) for s in self._here}
-        for slot in self._here:
-            live = self._tensor(slot)
+        before = self._seen_signature
+        for slot, backup in zip(self._here, self._live, strict=True):
+            live = self._tensor(slot)  # the step may have replaced a state tensor
             if live is not None:
-                torch.where(cond, self._backups[_key(slot)], live, out=live)
-        # State the step created (a first step): back to zeros, as fresh state starts.
-        for slot in self._slots():
-            t = self._tensor(slot)
-            if _key(slot) not in before and t is not None and t.device == cond.device:
-                torch.where(cond, torch.zeros((), dtype=t.dtype, device=t.device), t, out=t)
+                torch.where(cond, backup, live, out=live)
+        self._live = []
+        if self._signature() != before:
+            # State the step created (a first step): back to zeros, as fresh state starts.
+            known = {_key(slot) for slot in self._here}
+            for slot in self._slots():
+                t = self._tensor(slot)
+                if _key(slot) not in known and t is not None and t.device == cond.device:
+                    torch.where(cond, torch.zeros((), dtype=t.dtype, device=t.device), t, out=t)
         if self._host_saved:
             self.host_history[self.step_index()] = self._host_saved
             self._host_saved = []
