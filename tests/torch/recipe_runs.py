@@ -16,6 +16,11 @@ import pytest
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 _BLOCK = re.compile(r"^```python\n(.*?)^```", re.M | re.S)
 BROKEN = "broken_recipe:factory"
+NO_SHRINKING = """
+from hypothesis import Phase, settings
+
+settings.register_profile("no-shrinking", phases=[Phase.explicit, Phase.generate])
+"""
 
 
 def python_blocks(page: str) -> list[str]:
@@ -46,25 +51,49 @@ def broken(block: str, guarded: str, replacement: str) -> str:
 
 
 def run_recipe(
-    pytester: pytest.Pytester, block: str, broken_block: str, *, examples: int, limit: float
+    pytester: pytest.Pytester,
+    block: str,
+    broken_block: str | None,
+    *,
+    examples: int,
+    limit: float,
 ) -> pytest.RunResult:
     """``pytest --nozero -v`` on ``block`` saved as conftest.py, with ``broken_block``'s
-    trainer registered as a second one, within ``limit`` seconds."""
+    trainer (if any) registered as a second one, within ``limit`` seconds."""
     pytester.makeconftest(block)
-    # The copy's glue is the recipe's fixture; its undecorated function is the factory.
-    pytester.makepyfile(broken_recipe=broken_block + "\nfactory = nozero_trainer.__wrapped__\n")
+    extra = []
+    if broken_block is not None:
+        # The copy's glue is the recipe's fixture; its undecorated function is the factory.
+        factory = "\nfactory = nozero_trainer.__wrapped__\n"
+        pytester.makepyfile(broken_recipe=broken_block + factory)
+        extra.append(f"--nozero-trainer={BROKEN}")
+    # The broken copy's failures need no minimal example: a profile without shrinking
+    # keeps each failing check to a few runs (checks that pass never shrink anyway).
+    pytester.makepyfile(no_shrinking=NO_SHRINKING)
     args = ("--nozero", "--nozero-steps=3", f"--nozero-examples={examples}", "-v")
     return pytester.runpytest_subprocess(
-        *args, f"--nozero-trainer={BROKEN}", "-p", "no:cacheprovider", timeout=limit
+        *args,
+        *extra,
+        "-p",
+        "no_shrinking",
+        "--hypothesis-profile=no-shrinking",
+        "-p",
+        "no:cacheprovider",
+        timeout=limit,
     )
 
 
-def assert_recipe_passes_and_broken_copy_fails(result: pytest.RunResult) -> None:
+def assert_recipe_passes(result: pytest.RunResult) -> None:
     checks = ("halts", "overflow", "no_false_alarm", "never_continue")
     lines = result.stdout.lines
     for check in checks:
         ours = [line for line in lines if line.startswith(f"nozero::{check}[nozero_trainer]")]
         assert ours and ours[0].split()[1] == "PASSED", "\n".join(lines[-60:])
+
+
+def assert_recipe_passes_and_broken_copy_fails(result: pytest.RunResult) -> None:
+    assert_recipe_passes(result)
+    lines = result.stdout.lines
     for check in ("halts", "never_continue"):
         theirs = [line for line in lines if line.startswith(f"nozero::{check}[{BROKEN}]")]
         assert theirs and theirs[0].split()[1] == "FAILED", "\n".join(lines[-60:])
