@@ -12,7 +12,10 @@ and a foreach AdamW, with these contenders:
   the norm reads it on the host; the clipping multiply is part of its cost);
 - ``torch.autograd.detect_anomaly()`` around forward and backward;
 - torchtitan-style ``torch._assert_async(isfinite(loss) & isfinite(grad_norm))`` before the
-  step (on CPU the assert is checked at once; on CUDA it is queued on the stream).
+  step (on CPU the assert is checked at once; on CUDA it is queued on the stream);
+- for a loop that clips anyway: ``clip_grad_norm_(max_norm=1.0)`` alone (no check), and the
+  same with the guard at sync_every=16 given the clip's pre-clip norm
+  (``guard.step(loss, grad_norm=norm)``): the guard's cost on top of clipping.
 
 Rounds are interleaved, the order rotating each round. A contender's ratio is its time
 over no guard's time in the same round: the median and range over the rounds, for the
@@ -58,6 +61,8 @@ CONTENDERS = (
     "clip_grad_norm_(error_if_nonfinite)",
     "detect_anomaly",
     "_assert_async",
+    "clip_grad_norm_ only",
+    "clip_grad_norm_ + guard, sync_every=16",
 )
 
 Step = Callable[[], None]
@@ -86,8 +91,9 @@ def contender(
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, **{kind: True})
     x, y = data
     guard = None
-    if name.startswith("guard"):
+    if "guard, sync_every=" in name:
         guard = Guard(optimizer, sync_every=int(name.rsplit("=", 1)[1]))
+    clips = name.startswith("clip_grad_norm_ ")
 
     def loss_of() -> torch.Tensor:
         return torch.nn.functional.mse_loss(model(x), y)
@@ -100,8 +106,9 @@ def contender(
         else:
             loss = loss_of()
             loss.backward()
+        norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0) if clips else None
         if guard is not None:
-            guard.step(loss)
+            guard.step(loss, grad_norm=norm)
         else:
             if name == ".item() per step":
                 if not (math.isfinite(loss.item()) and math.isfinite(grad_norm(model).item())):
