@@ -60,6 +60,26 @@ def test_no_host_read_between_sync_points(opt_name):
     assert all(n >= 1 for n, s in zip(reads, synced, strict=True) if s)
 
 
+@pytest.mark.parametrize("opt_name", ["adamw-fused", "sgd-foreach"])
+def test_no_host_read_between_sync_points_under_a_grad_scaler(opt_name):
+    net = model()
+    opt = OPTIMIZERS[opt_name](net.parameters())
+    scaler = torch.amp.GradScaler("cpu", init_scale=2.0**10)
+    guard = Guard(opt, sync_every=4, scaler=scaler, max_grad_norm=1.0)
+    reads = []
+    for step in range(8):
+        loss = loss_of(net, batch(step))
+        scaler.scale(loss).backward()
+        mode = HostReads(opt)
+        with mode:
+            guard.step(loss)  # unscale, check, clip, step, scaler update
+        reads.append(mode.count)
+        opt.zero_grad()
+    guard.close()
+    assert [reads[i] for i in (0, 1, 2, 4, 5, 6)] == [0] * 6
+    assert reads[3] >= 1 and reads[7] >= 1
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 @pytest.mark.parametrize("opt_name", ["adam-fused", "adamw-foreach", "sgd-forloop"])
 def test_no_cuda_sync_between_sync_points(opt_name):

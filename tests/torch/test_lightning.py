@@ -80,3 +80,5 @@ def test_fit_halts_at_the_exact_step(accumulate, fused, sync_every):
     for name, value in snaps.after[bad_step - 1].items():
         assert torch.equal(live[name], value), name
     assert math.isnan(float(err.context.batch[0][0, 0]))
+    optimizer = trainer.optimizers[0]
+    assert not optimizer._optimizer_step_pre_hooks  # Lightning's teardown took them off

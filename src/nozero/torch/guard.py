@@ -108,8 +108,7 @@ class Guard:
             self._step_mask = torch.zeros((), dtype=torch.float32, device=self.device)
         else:
             self._step_mask = self._record.found_inf
-        self._mask = UpdateMask(optimizer, lambda: self._step_mask)
-        self._mask.step_index = lambda: self.steps - 1
+        self._mask = UpdateMask(optimizer, lambda: self._step_mask, lambda: self.steps - 1)
         self._losses: list[torch.Tensor] = []
         self._no_loss = torch.full((), math.nan, dtype=torch.float32, device=self.device)
         self._true = torch.ones((), dtype=torch.bool, device=self.device)

@@ -1,9 +1,10 @@
 """The guard as a Lightning callback: ``Trainer(callbacks=[NonFiniteGuard(sync_every=16)])``.
 
 Each micro-batch's loss is observed at ``on_before_backward``; the optimizer step is
-recorded at ``on_before_optimizer_step`` (after Lightning's clipping and AMP unscaling),
-where a due sync raises before the update; the guard's hooks on the optimizer keep every
-update off from the first bad step on. The step index is ``trainer.global_step``.
+recorded at ``on_before_optimizer_step`` (after Lightning's AMP unscaling and before its
+clipping, so an overflowed norm is seen unclipped), where a due sync raises before the
+update; the guard's hooks on the optimizer keep every update off from the first bad step
+on. The step index is ``trainer.global_step``.
 ``trainer.fit`` raises the :class:`~nozero.torch.GuardHalt` through Lightning's own
 teardown. Works with ``pytorch_lightning`` or the ``lightning`` package, whichever is
 installed (``pytorch_lightning`` first).

@@ -41,9 +41,18 @@ def is_fused(optimizer: torch.optim.Optimizer) -> bool:
 
 
 class UpdateMask:
-    """Hooks on ``optimizer.step`` that skip the update when ``mask()`` holds ``1.0``."""
+    """Hooks on ``optimizer.step`` that skip the update when ``mask()`` holds ``1.0``.
 
-    def __init__(self, optimizer: torch.optim.Optimizer, mask: Callable[[], torch.Tensor]) -> None:
+    ``mask`` is read when the hooks run; ``step_index`` names the step just taken, for
+    the host-side copies.
+    """
+
+    def __init__(
+        self,
+        optimizer: torch.optim.Optimizer,
+        mask: Callable[[], torch.Tensor],
+        step_index: Callable[[], int],
+    ) -> None:
         self.optimizer = optimizer
         self.fused = is_fused(optimizer)
         self._mask = mask
@@ -52,12 +61,12 @@ class UpdateMask:
         self._backups: dict[tuple[int, str | None], torch.Tensor] = {}
         self._here: list[tuple[torch.Tensor, str | None]] = []
         self._host_slots: list[tuple[torch.Tensor, str | None]] = []
-        self._live: list[torch.Tensor] = []  # this step's backups, slot by slot
+        self._step_backups: list[torch.Tensor] = []  # this step's, slot by slot
         self._armed = False
         self._host_saved: list[tuple[torch.Tensor, torch.Tensor]] = []
         # Host-side scalars per step index, kept since the last clean sync.
         self.host_history: dict[int, list[tuple[torch.Tensor, torch.Tensor]]] = {}
-        self.step_index: Callable[[], int] = lambda: 0
+        self.step_index = step_index
         self._handles: list[RemovableHandle] = [
             optimizer.register_step_pre_hook(self._before),
             optimizer.register_step_post_hook(self._after),
@@ -149,7 +158,7 @@ class UpdateMask:
             backups.append(b)
         if live:
             torch._foreach_copy_(backups, live)
-        self._live = backups
+        self._step_backups = backups
         self._host_saved = [(t, t.clone()) for t in map(self._tensor, self._host_slots)]
         self._armed = True
 
@@ -162,11 +171,11 @@ class UpdateMask:
         # have recorded this step's verdict.
         cond = self._mask().reshape(()) > 0
         before = self._seen_signature
-        for slot, backup in zip(self._here, self._live, strict=True):
+        for slot, backup in zip(self._here, self._step_backups, strict=True):
             live = self._tensor(slot)  # the step may have replaced a state tensor
             if live is not None:
                 torch.where(cond, backup, live, out=live)
-        self._live = []
+        self._step_backups = []
         if self._signature() != before:
             # State the step created (a first step): back to zeros, as fresh state starts.
             known = {_key(slot) for slot in self._here}
