@@ -19,11 +19,7 @@ RUNS_DOCS_BLOCKS = {
     "plugin/recipes/flax-linen.md": 1,
     "plugin/recipes/equinox.md": 2,
     "plugin/recipes/multisteps.md": 1,
-    "plugin/recipes/torch.md": 1,
 }
-# torch's example runs in its own process, with a hard time limit; tests/conftest.py keeps
-# torch loaded once in this one (its C extension cannot be loaded twice).
-TORCH_RUN_LIMIT = 120
 
 
 def readme_examples() -> dict[str, str]:
@@ -35,27 +31,23 @@ def readme_examples() -> dict[str, str]:
         blocks += page_blocks
     examples = {}
     for block in blocks:
-        library = ("flax", "error_if", "equinox", "MultiSteps", "torch")
+        library = ("flax", "error_if", "equinox", "MultiSteps")
         name = next(word for word in library if word in block.splitlines()[0])
         examples[name] = block
     return examples
 
 
-def test_the_recipes_have_the_five_examples_each_with_at_most_ten_lines_of_glue():
+def test_the_jax_recipes_have_the_four_examples_each_with_at_most_ten_lines_of_glue():
     examples = readme_examples()
-    assert sorted(examples) == ["MultiSteps", "equinox", "error_if", "flax", "torch"]
+    assert sorted(examples) == ["MultiSteps", "equinox", "error_if", "flax"]
     for name, block in examples.items():
         glue = block.split("# The glue")[1].strip().splitlines()[1:]
         assert len(glue) <= 10, f"{name}: {len(glue)} lines of glue"
 
 
-def _run_example(pytester: pytest.Pytester, block: str, *, subprocess: bool = False) -> None:
+def _run_example(pytester: pytest.Pytester, block: str) -> None:
     pytester.makeconftest(block)
-    args = (*FAST, "-v", "-W", "error::RuntimeWarning")
-    if subprocess:
-        result = pytester.runpytest_subprocess(*args, timeout=TORCH_RUN_LIMIT)
-    else:
-        result = pytester.runpytest_inprocess(*args)
+    result = pytester.runpytest_inprocess(*FAST, "-v", "-W", "error::RuntimeWarning")
     result.assert_outcomes(passed=4)
     result.stdout.fnmatch_lines(["nozero::never_continue[[]nozero_trainer[]] PASSED*"])
 
@@ -64,8 +56,3 @@ def _run_example(pytester: pytest.Pytester, block: str, *, subprocess: bool = Fa
 def test_jax_examples_pass_every_check(pytester, library):
     # Each passes with compile_count=count_traces(...): one compilation per check at most.
     _run_example(pytester, readme_examples()[library])
-
-
-def test_torch_example_passes_every_check(pytester):
-    pytest.importorskip("torch", reason="torch is not installed")
-    _run_example(pytester, readme_examples()["torch"], subprocess=True)
