@@ -178,7 +178,8 @@ class Flows:
 
     def _run(self) -> None:
         tree = self.facts.tree
-        self._lines = self._word_lines(_SOURCE_WORDS, named_tests=True)
+        words = _SOURCE_WORDS | frozenset(self.facts.imported)  # helpers from the project
+        self._lines = self._word_lines(words, named_tests=True)
         if "==" in self.text:  # ``loss == inf``
             self._lines |= {
                 number
@@ -1579,6 +1580,11 @@ class Flows:
         """What a same-file function returns as flags (by tuple position, None: whole),
         reading its parameters as training signal."""
         if name in self._helper_memo:
+            return self._helper_memo[name]
+        imported = self.facts.imported.get(name)
+        if imported is not None:  # a helper of another module: what its summary says
+            tested = Route(0, f"{name}()", None, imported.scaling)
+            self._helper_memo[name] = {None: (tested, imported.polarity)} if imported.tests else {}
             return self._helper_memo[name]
         self._helper_memo[name] = {}
         found: dict[int | None, Flag] = {}
