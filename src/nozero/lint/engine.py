@@ -39,6 +39,7 @@ from nozero.lint.project import View
 from nozero.lint.rules import ALL_RULES, Rule, get_rule
 from nozero.lint.rules.base import Context, Hit, children
 from nozero.lint.rules.flow import FlowRule
+from nozero.lint.summary import Summary, summarize, summarize_facts
 
 DEFAULT_CODES = frozenset(rule.code for rule in ALL_RULES if rule.default_enabled)
 SYNTAX_ERROR = "NZ001"
@@ -86,7 +87,32 @@ def lint_source(
             gc.enable()
 
 
-def _deep(work: Callable[[], list[Finding]]) -> list[Finding]:
+def lint_and_summarize(
+    source: str, path: str, *, select: Collection[str] | None = None, require_reason: bool = False
+) -> tuple[list[Finding], Summary]:
+    """``lint_source`` without a view, and the file's summary for the rest of its project,
+    from one parse and one set of facts."""
+    captured: list[Summary] = []
+
+    def summarize_too(tree: ast.Module, facts: FileFacts) -> None:
+        captured.append(summarize_facts(tree, source, facts, path))
+
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            findings = _deep(
+                lambda: _lint(source, path, select, require_reason, True, None, summarize_too)
+            )
+            summary = captured[0] if captured else _deep(lambda: [summarize(source, path)])[0]
+    finally:
+        if collecting:
+            gc.enable()
+    return findings, summary
+
+
+def _deep(work: Callable[[], list]) -> list:
     """``work()`` in a thread with ``DEEP_STACK_BYTES`` of stack and the recursion limit
     raised to ``DEEP_RECURSION_LIMIT`` (both restored after); its exception re-raised."""
     outcome: list[list[Finding]] = []
@@ -129,6 +155,7 @@ def _lint(
     require_reason: bool,
     shortcuts: bool,
     view: View | None = None,
+    on_facts: Callable[[ast.Module, FileFacts], None] | None = None,
 ) -> list[Finding]:
     enabled = DEFAULT_CODES if select is None else frozenset(select)
     rules = [rule() for rule in ALL_RULES if rule.code in enabled and rule.node_types]
@@ -150,7 +177,7 @@ def _lint(
         error = _syntax_error(source, path, err) if concerns_nozero else None
         return [error] if error and SYNTAX_ERROR in enabled else []
     hits = (
-        _run_rules(source, tree, rules, flow_rules, shortcuts, test_module, view)
+        _run_rules(source, tree, rules, flow_rules, shortcuts, test_module, view, on_facts)
         if rules or flow_rules
         else []
     )
@@ -238,11 +265,14 @@ def _run_rules(
     shortcuts: bool,
     test_module: bool,
     view: View | None,
+    on_facts: Callable[[ast.Module, FileFacts], None] | None = None,
 ) -> list[Hit]:
     imported = view.helpers if view else None
     facts = file_facts(tree, source, test_module=test_module, imported=imported)
     lines = split_lines(source)
     flow_hits = _flow_hits(facts, flow_rules, lines) if flow_rules else []
+    if on_facts is not None:
+        on_facts(tree, facts)
     if view and flow_rules and not test_module:
         from nozero.lint.turn_on import turn_on_hits
 

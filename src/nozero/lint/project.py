@@ -18,11 +18,13 @@ import json
 import os
 import re
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from nozero.lint.cache import RACY_WINDOW_NS, code_fingerprint, write_json_atomically
-from nozero.lint.files import FileFinder
+from nozero.lint.files import FileFinder, is_test_module
+from nozero.lint.prefilter import could_hold_finding
 from nozero.lint.summary import EMPTY, Helper, Summary, Switch, summarize
 
 MARKERS = ("pyproject.toml", "setup.py", "setup.cfg", ".git")
@@ -57,7 +59,8 @@ class View:
 
 
 class SummaryStore:
-    """Summaries by content hash, and each module's stat fingerprint, in one JSON file."""
+    """Summaries by content hash, and each module's stat fingerprint, in one JSON file.
+    A module without any fact (most of them) is recorded with an empty hash."""
 
     def __init__(self, directory: Path | None) -> None:
         self.file = directory / f"project-{code_fingerprint()[:16]}.json" if directory else None
@@ -73,33 +76,34 @@ class SummaryStore:
         except (OSError, ValueError, KeyError, TypeError):
             pass  # a missing or damaged store only costs time
 
-    def summary(self, path: str, stat: os.stat_result | None) -> Summary:
+    def known(self, path: str, stat: os.stat_result) -> Summary | None:
+        """The summary of an unchanged module (same size and mtime), else None."""
         entry = self.files.get(path)
-        if stat is not None and entry and entry[:2] == [stat.st_size, stat.st_mtime_ns]:
-            cached = self.summaries.get(entry[2])
-            if cached is not None:
-                return Summary.from_json(cached)
-        try:
-            data = Path(path).read_bytes()
-        except OSError:
+        if entry and entry[0] == stat.st_size and entry[1] == stat.st_mtime_ns:
+            return self._summary(entry[2])
+        return None
+
+    def _summary(self, digest: str) -> Summary | None:
+        if not digest:
             return EMPTY
-        digest = hashlib.blake2b(data, digest_size=16).hexdigest()
         cached = self.summaries.get(digest)
-        if cached is None:
-            try:
-                source = data.decode("utf-8")
-            except UnicodeDecodeError:
-                source = ""
-            found = summarize(source, path) if source else EMPTY
-            cached = self.summaries[digest] = found.to_json()
+        return None if cached is None else Summary.from_json(cached)
+
+    def by_content(self, data: bytes) -> tuple[str, Summary | None]:
+        digest = hashlib.blake2b(data, digest_size=16).hexdigest()
+        return digest, self._summary(digest)
+
+    def record(self, path: str, stat: os.stat_result, digest: str, summary: Summary) -> None:
+        if summary == EMPTY:
+            digest = ""
+        elif digest not in self.summaries:
+            self.summaries[digest] = summary.to_json()
             self.dirty = True
-        if stat is not None:
-            trusted = self.started_ns - stat.st_mtime_ns >= RACY_WINDOW_NS
-            record = [stat.st_size, stat.st_mtime_ns, digest] if trusted else [-1, -1, digest]
-            if entry != record:
-                self.files[path] = record
-                self.dirty = True
-        return Summary.from_json(cached)
+        trusted = self.started_ns - stat.st_mtime_ns >= RACY_WINDOW_NS
+        entry = [stat.st_size, stat.st_mtime_ns, digest] if trusted else [-1, -1, digest]
+        if self.files.get(path) != entry:
+            self.files[path] = entry
+            self.dirty = True
 
     def save(self) -> None:
         if not (self.dirty and self.file):
@@ -110,20 +114,56 @@ class SummaryStore:
         self.dirty = False
 
 
+def summarize_bytes(item: tuple[str, bytes]) -> list:
+    """The summary (as JSON data) of one module's bytes: run in worker processes."""
+    path, data = item
+    try:
+        source = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return EMPTY.to_json()
+    return summarize(source, path).to_json()
+
+
+# ``mapper(function, items)``: the results of ``function`` over ``items``, in order, maybe
+# computed in other processes.
+Mapper = Callable[[Callable[[tuple[str, bytes]], list], list[tuple[str, bytes]]], Iterable[list]]
+
+
+def _serial(function: Callable[[tuple[str, bytes]], list], items: list) -> Iterable[list]:
+    return map(function, items)
+
+
 class Project:
     """The summaries of every module under ``root``."""
 
-    def __init__(self, root: Path, store: SummaryStore) -> None:
+    def __init__(self, root: Path, store: SummaryStore, mapper: Mapper = _serial) -> None:
         self.root = root
         self.modules: dict[str, Summary] = {}
+        missing: list[tuple[str, os.stat_result, str, bytes]] = []
         for shown in FileFinder([]).find([root]):
             absolute = shown.as_posix()
             try:
                 stat = os.stat(absolute)
+                summary = store.known(absolute, stat)
+                if summary is not None:
+                    self.modules[absolute] = summary
+                    continue
+                data = Path(absolute).read_bytes()
             except OSError:
                 continue
-            summary = store.summary(absolute, stat)
+            digest, summary = store.by_content(data)
+            if summary is None and not _may_hold_facts(absolute, data):
+                summary = EMPTY  # the screen every linted file passes first, done here
+            if summary is None:
+                missing.append((absolute, stat, digest, data))
+                continue
             self.modules[absolute] = summary
+            store.record(absolute, stat, digest, summary)
+        found = mapper(summarize_bytes, [(path, data) for path, _, _, data in missing])
+        for (path, stat, digest, _), data in zip(missing, found, strict=True):
+            self.modules[path] = Summary.from_json(data)
+            store.record(path, stat, digest, self.modules[path])
+        self.modules = dict(sorted(self.modules.items()))
         self.paths = frozenset(self.modules)
         self.methods: dict[str, list[Route]] = {}
         self.keys: dict[str, list[Route]] = {}
@@ -134,41 +174,40 @@ class Project:
                     table.setdefault(switch.function or switch.name, []).append(
                         (switch, self.shown(path))
                     )
-        facts = sorted((p, s.to_json()) for p, s in self.modules.items() if s != EMPTY)
+        facts = [(p, s.to_json()) for p, s in self.modules.items() if s != EMPTY]
         text = json.dumps(facts, default=list)
         # changes when any module's summary does, and only then
         self.digest = hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
-        names = {n for s in self.modules.values() for n in (*s.helpers, *_callables(s))}
-        names |= set(self.methods) | set(self.keys)
-        pattern = "|".join(re.escape(name) for name in sorted(names))
-        self._mentions = re.compile(rf"\b(?:{pattern})\b") if names else None
+        # what can be imported (helpers, switches of functions and classes), and what is
+        # matched by name (methods' switches, attributes and config keys)
+        self.importable = any(s.helpers or _callables(s) for s in self.modules.values())
+        named = sorted({*self.methods, *self.keys})
+        pattern = "|".join(re.escape(name) for name in named)
+        self._named = re.compile(rf"\b(?:{pattern})\b") if named else None
 
     @property
     def has_facts(self) -> bool:
-        return self._mentions is not None
+        return self.importable or self._named is not None
 
     def shown(self, path: str) -> str:
         return os.path.relpath(path, self.root)
 
     def view(self, path: Path, source: str) -> View:
-        """What ``source`` (the text of ``path``) sees of the project."""
-        if self._mentions is None or not self._mentions.search(source):
-            return View()
-        words = set(self._mentions.findall(source))
-        try:
-            tree = ast.parse(source)
-        except (SyntaxError, ValueError, RecursionError, MemoryError):
-            return View()
+        """What ``source`` (the text of ``path``) sees of the project: only its import
+        statements are parsed, and the names matched across the project are screened
+        by a word search first."""
+        words = set(self._named.findall(source)) if self._named else set()
         helpers: dict[str, Helper] = {}
         calls: dict[str, list[Route]] = {}
         absolute = path.absolute().as_posix()
         own = self.modules.get(absolute)
         if own is not None:  # its own functions and classes, called in the same file
             for name, switches in _callables(own).items():
-                calls.setdefault(name, []).extend((s, self.shown(absolute)) for s in switches)
-        for local, module, attribute in _imports(tree):
+                if f"{name}(" in source:
+                    calls.setdefault(name, []).extend((s, self.shown(absolute)) for s in switches)
+        for local, module, attribute in _imports(source) if self.importable else ():
             target = self._module_file(path, module)
-            if target is None:
+            if target is None or self.modules[target] == EMPTY:
                 continue
             summary = self.modules[target]
             where = self.shown(target)
@@ -176,7 +215,7 @@ class Project:
                 for name, switches in _callables(summary).items():
                     calls.setdefault(f"{local}.{name}", []).extend((s, where) for s in switches)
                 continue
-            if attribute in summary.helpers and local in words:
+            if attribute in summary.helpers:
                 helpers[local] = summary.helpers[attribute]
             switches = _callables(summary).get(attribute, [])
             if switches:
@@ -205,6 +244,10 @@ class Project:
         return None
 
 
+def _may_hold_facts(path: str, data: bytes) -> bool:
+    return not is_test_module(path) and could_hold_finding(data.decode("utf-8", "replace"))
+
+
 def _callables(summary: Summary) -> dict[str, list[Switch]]:
     found: dict[str, list[Switch]] = {}
     for switch in summary.switches:
@@ -213,32 +256,51 @@ def _callables(summary: Summary) -> dict[str, list[Switch]]:
     return found
 
 
-def _imports(tree: ast.Module) -> list[tuple[str, str, str | None]]:
-    """(local name, module, attribute or None) for each name an import binds."""
+_IMPORT = re.compile(r"^[ \t]*(?:from[ \t]+[\w.]+[ \t]+import\b|import[ \t]+\w)", re.MULTILINE)
+
+
+def _imports(source: str) -> list[tuple[str, str, str | None]]:
+    """(local name, module, attribute or None) for each name an import statement binds,
+    the statements found by their first words and parsed alone (cheaper than the file)."""
     found: list[tuple[str, str, str | None]] = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Import):
-            found += [(a.asname or a.name, a.name, None) for a in node.names if a.asname]
-            found += [(a.name, a.name, None) for a in node.names if not a.asname]
-        elif isinstance(node, ast.ImportFrom):
-            module = "." * node.level + (node.module or "")
-            for alias in node.names:
-                if alias.name == "*":
-                    continue
-                local = alias.asname or alias.name
-                found.append((local, module, alias.name))
-                if not module.strip("."):  # ``from . import mod``
-                    found.append((local, f"{module}{alias.name}", None))
-                else:
-                    found.append((local, f"{module}.{alias.name}", None))
+    for match in _IMPORT.finditer(source):
+        end = source.find("\n", match.end())
+        text = source[match.start() : len(source) if end < 0 else end]
+        while (text.rstrip().endswith("\\") or text.count("(") > text.count(")")) and end >= 0:
+            following = source.find("\n", end + 1)
+            text = source[match.start() : len(source) if following < 0 else following]
+            end = following
+        try:
+            statements = ast.parse(text.strip()).body
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            continue
+        for node in statements:
+            found += _bound(node)
+    return found
+
+
+def _bound(node: ast.stmt) -> list[tuple[str, str, str | None]]:
+    found: list[tuple[str, str, str | None]] = []
+    if isinstance(node, ast.Import):
+        found += [(a.asname or a.name, a.name, None) for a in node.names]
+    elif isinstance(node, ast.ImportFrom):
+        module = "." * node.level + (node.module or "")
+        for alias in node.names:
+            if alias.name == "*":
+                continue
+            local = alias.asname or alias.name
+            found.append((local, module, alias.name))  # a function or class of the module
+            joined = f"{module}{alias.name}" if not module.strip(".") else f"{module}.{alias.name}"
+            found.append((local, joined, None))  # or a module of the package
     return found
 
 
 class Projects:
     """The projects of the files one run lints, each summarised once."""
 
-    def __init__(self, cache_directory: Path | None) -> None:
+    def __init__(self, cache_directory: Path | None, mapper: Mapper = _serial) -> None:
         self.store = SummaryStore(cache_directory)
+        self.mapper = mapper
         self._by_root: dict[Path, Project] = {}
         self._roots: dict[Path, Path | None] = {}
 
@@ -251,7 +313,7 @@ class Projects:
         if root is None:
             return None
         if root not in self._by_root:
-            self._by_root[root] = Project(root, self.store)
+            self._by_root[root] = Project(root, self.store, self.mapper)
         return self._by_root[root]
 
     def known(self) -> list[Project]:

@@ -125,6 +125,37 @@ def lint_one(shown: str, data: bytes, job: Job, view: View | None = None) -> Out
 Work = tuple[str, bytes, Job, "View | None"]
 
 
+def _lint_and_summarize(path: str, data: bytes, job: Job | None) -> tuple[list, Outcome | None]:
+    """A module's summary (JSON data) and, given a job, its outcome without a view;
+    never raises."""
+    from nozero.lint.project import summarize_bytes
+    from nozero.lint.summary import EMPTY
+
+    if job is None:
+        return summarize_bytes((path, data)), None
+
+    try:
+        source = decode_source(data)
+    except ValueError as err:
+        return EMPTY.to_json(), ("undecodable", [str(err)])
+    try:
+        from nozero.lint.engine import lint_and_summarize
+
+        findings, summary = lint_and_summarize(
+            source, path, select=job.enabled, require_reason=job.require_reason
+        )
+    except Exception:  # noqa: BLE001 - the file's own turn reports the error
+        return EMPTY.to_json(), ("retry", [])
+    rows = [[f.line, f.col, f.code, f.message, f.end_line] for f in findings]
+    return summary.to_json(), ("ok", rows)
+
+
+def _lint_and_summarize_chunk(
+    chunk: list[tuple[str, bytes, Job | None]],
+) -> list[tuple[list, Outcome | None]]:
+    return [_lint_and_summarize(*item) for item in chunk]
+
+
 def _lint_chunk(chunk: list[Work]) -> list[Outcome]:
     return [lint_one(*item) for item in chunk]
 
@@ -160,11 +191,35 @@ class Runner:
         self.cache = cache
         self.jobs = max(1, jobs)
         self.progress = progress
-        self.projects = Projects(cache.directory if cache else None)
+        self.projects = Projects(cache.directory if cache else None, self._map)
+        self._early: dict[str, Outcome] = {}  # content hash -> outcome without a view
+        self._linting: set[str] = set()  # the absolute paths this run lints
+
+    def _map(self, function: Callable[[tuple[str, bytes]], list], items: list) -> Iterable[list]:
+        """The summaries of the project's modules that have none yet. Each module this
+        run lints is linted in the same pass (without a view: most files have none),
+        spread over processes, and the outcome kept for the file's own turn, which then
+        costs nothing; the others are only summarised (no libcst)."""
+        work = [(path, data, self.job if path in self._linting else None) for path, data in items]
+        if len(work) < MIN_FILES_FOR_POOL or self.jobs == 1:
+            done = [_lint_and_summarize(*item) for item in work]
+        else:
+            from concurrent.futures import ProcessPoolExecutor
+
+            import nozero.lint.engine  # noqa: F401 - imported once here, inherited by workers
+
+            with ProcessPoolExecutor(self.jobs, mp_context=_pool_context()) as pool:
+                done = list(pool.map(_lint_and_summarize_chunk, _chunks(work, self.jobs * 16)))
+                done = [pair for chunk in done for pair in chunk]
+        for (_, data), (_, outcome) in zip(items, done, strict=True):
+            if outcome is not None:
+                self._early[content_hash(data)] = outcome
+        return [summary for summary, _ in done]
 
     def lint_files(self, paths: Sequence[Path]) -> Report:
         report = Report(files=len(paths))
         pending: list[_Pending] = []
+        self._linting = {path.absolute().as_posix() for path in paths}
         for shown_path in paths:
             shown, absolute = str(shown_path), shown_path.absolute()
             project = self.projects.of(absolute)
@@ -226,6 +281,11 @@ class Runner:
         by_digest: dict[str, list[_Pending]] = {}
         for item in pending:
             rows = self.cache.lookup(item.digest) if self.cache else None
+            early = self._early.get(item.digest) if rows is None else None
+            if early is not None and early[0] == "ok":  # linted while its project was summarised
+                self._remember(item, early[1])
+                self._add(report, item.shown, item.absolute, early[1])
+                continue
             if rows is None:
                 by_digest.setdefault(item.digest, []).append(item)
                 continue

@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING
 
 from nozero.lint import prefilter
+from nozero.lint.files import is_test_module
 from nozero.lint.imports import child_statements
 
 if TYPE_CHECKING:
@@ -90,23 +91,33 @@ _PLAIN_NAMES = frozenset({"enabled", "enable", "debug", "verbose", "training", "
 
 
 def summarize(source: str, path: str = "<module>") -> Summary:
-    """The summary of one module's text (an empty one when it cannot hold any fact)."""
-    if not prefilter.could_hold_finding(source):
+    """The summary of one module's text (an empty one when it cannot hold any fact; a
+    test module's code serves its tests only)."""
+    if is_test_module(path) or not prefilter.could_hold_finding(source):
         return EMPTY
     try:
         tree = ast.parse(source, filename=path)
+        from nozero.lint.facts import file_facts  # the whole-file pass: only for trigger text
+
+        return summarize_facts(tree, source, file_facts(tree, source), path)
     except (SyntaxError, ValueError, RecursionError, MemoryError):
         return EMPTY
-    from nozero.lint.facts import file_facts  # the whole-file pass: only for trigger text
 
-    facts = file_facts(tree, source)
+
+def summarize_facts(tree: ast.Module, source: str, facts: FileFacts, path: str) -> Summary:
+    """The summary, from the facts the file's own lint built (one parse for both)."""
+    if is_test_module(path) or not prefilter.could_hold_finding(source):
+        return EMPTY
     helpers = {}
+    lines = source.splitlines()
     for node in tree.body:
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and not facts.in_test(
-            node.lineno
-        ):
+        if (
+            isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+            and not facts.in_test(node.lineno)
+            and prefilter.could_hold_finding("\n".join(lines[node.lineno - 1 : node.end_lineno]))
+        ):  # a helper about non-finite values holds a word for them
             helper = _helper(facts, node.name)
-            if helper != Helper():
+            if helper.tests or helper.cleans or helper.raises:
                 helpers[node.name] = helper
     return Summary(helpers, tuple(_switches(tree, facts)))
 
