@@ -330,6 +330,30 @@ LOOK_ALIKES = [
 ]
 
 
+LOOK_ALIKES.append(
+    project(
+        "a value's own attribute gating a reaction is no switch",
+        {
+            "engine.py": """\
+                import torch
+
+                def drop_bad_grads(model):
+                    for param in model.parameters():
+                        if param.requires_grad and param.grad is not None:
+                            if not torch.isfinite(param.grad).all():
+                                param.grad = None
+                """,
+            "model.py": """\
+                def unfreeze(encoder):
+                    for param in encoder.parameters():
+                        param.requires_grad = True
+                """,
+        },
+        ("engine.py", 7, "NZ201"),
+    )
+)
+
+
 def _write_project(root: Path, case: Project) -> None:
     write(root / "pyproject.toml", "[project]\nname = 'case'\n")
     for path, text in case.files.items():

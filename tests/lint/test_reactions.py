@@ -169,3 +169,20 @@ def test_the_messages_say_what_the_code_does():
     assert "gradients" not in messages[51]
     assert "the update was already applied" in messages[61]
     assert "the step is skipped" not in messages[61]
+
+
+NOT_SIGNAL = """\
+import torch
+
+def normalise(self, values):
+    for i in range(self.n_factors):
+        degree = torch.clamp(values[:, i], min=1e-8)
+        try:
+            assert not torch.isnan(degree).any()
+        except AssertionError:
+            self.logger.info("degree", degree.min())
+"""
+
+
+def test_a_caught_assertion_about_no_training_signal_is_left_alone():
+    assert _found(NOT_SIGNAL) == []

@@ -17,7 +17,7 @@ import ast
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING
 
-from nozero.lint import prefilter
+from nozero.lint import prefilter, vocab
 from nozero.lint.files import is_test_module
 from nozero.lint.imports import child_statements
 
@@ -86,6 +86,14 @@ class Summary:
 
 
 EMPTY = Summary()
+# Words of a name that holds settings, and attributes that are a value's own properties.
+_SETTINGS_WORDS = frozenset(
+    {"cfg", "config", "conf", "configs", "args", "opts", "options", "hparams", "hp", "settings"}
+    | {"flags", "hyperparams", "params_cfg", "run", "trainer", "training_args"}
+)
+_VALUE_ATTRIBUTES = frozenset(
+    {"requires_grad", "grad", "data", "is_leaf", "shape", "dtype", "device", "is_cuda"}
+)
 # Switch names too plain to be matched by name across a project.
 _PLAIN_NAMES = frozenset({"enabled", "enable", "debug", "verbose", "training", "use_amp"})
 
@@ -181,8 +189,10 @@ def switch_reference(operand: ast.expr, parameters: set[str]) -> tuple[str, str]
     if isinstance(operand, ast.Name):
         return ("param", operand.id) if operand.id in parameters else None
     if isinstance(operand, ast.Attribute):
-        return ("key", operand.attr) if _plain_chain(operand.value) else None
-    if isinstance(operand, ast.Subscript) and _plain_chain(operand.value):
+        if operand.attr in _VALUE_ATTRIBUTES or not _settings_holder(operand.value):
+            return None  # ``param.requires_grad``: a property of a value, no setting
+        return "key", operand.attr
+    if isinstance(operand, ast.Subscript) and _settings_holder(operand.value):
         key = operand.slice
         if isinstance(key, ast.Constant) and isinstance(key.value, str):
             return "key", key.value
@@ -190,7 +200,7 @@ def switch_reference(operand: ast.expr, parameters: set[str]) -> tuple[str, str]
     if isinstance(operand, ast.Call) and operand.args:
         first = operand.args[0]
         func = operand.func
-        if isinstance(func, ast.Attribute) and func.attr == "get" and _plain_chain(func.value):
+        if isinstance(func, ast.Attribute) and func.attr == "get" and _settings_holder(func.value):
             if isinstance(first, ast.Constant) and isinstance(first.value, str):
                 return "key", first.value
         if isinstance(func, ast.Name) and func.id == "getattr" and len(operand.args) >= 2:
@@ -200,10 +210,16 @@ def switch_reference(operand: ast.expr, parameters: set[str]) -> tuple[str, str]
     return None
 
 
-def _plain_chain(node: ast.expr) -> bool:
+def _settings_holder(node: ast.expr) -> bool:
+    """Is ``node`` where settings live: ``self`` (``self.skip``, ``self.cfg``) or a name
+    for a configuration (``cfg``, ``args``, ``hparams``, ``self.config.train``)?"""
     while isinstance(node, ast.Attribute):
+        if set(vocab.name_words(node.attr)) & _SETTINGS_WORDS:
+            return True
         node = node.value
-    return isinstance(node, ast.Name)
+    if not isinstance(node, ast.Name):
+        return False
+    return node.id in ("self", "cls") or bool(set(vocab.name_words(node.id)) & _SETTINGS_WORDS)
 
 
 def _gating_operands(test: ast.expr) -> list[ast.expr]:

@@ -63,9 +63,15 @@ def _catches(names: set[str], raised: str) -> bool:
 
 
 def _tests_finiteness(node: cst.CSTNode, ctx: Context) -> bool:
-    return any(
-        isinstance(call, cst.Call) and ctx.called(call) in vocab.PREDICATES for call in walk(node)
-    )
+    """Does ``node`` test training signal for NaN/Inf (``isnan(loss)``, ``loss.isnan()``)?"""
+    for call in walk(node):
+        if isinstance(call, cst.Call) and ctx.called(call) in vocab.PREDICATES:
+            subjects = [a.value for a in call.args[:1]]
+            if isinstance(call.func, cst.Attribute):
+                subjects.append(call.func.value)
+            if any(ctx.is_signal(subject) for subject in subjects):
+                return True
+    return False
 
 
 def _raised_class(statement: cst.Raise, ctx: Context) -> str:
@@ -93,7 +99,11 @@ def _own_failure(names: set[str], ctx: Context) -> str:
             if _catches(names, "AssertionError"):
                 return "a finiteness assertion, caught"
         if isinstance(node, cst.WithItem) and isinstance(node.item, cst.Call):
-            if ctx.called(node.item) == vocab.ANOMALY_DETECTION and _catches(names, "RuntimeError"):
+            if (
+                ctx.called(node.item) == vocab.ANOMALY_DETECTION
+                and _catches(names, "RuntimeError")
+                and _try_body_is_training(ctx)
+            ):
                 return "detect_anomaly's error, caught"
     return ""
 
