@@ -7,5 +7,9 @@ Bad arguments raise Hypothesis's ``InvalidArgument``. ``pytest --nozero`` uses t
 strategies (they live in ``nozero.plugin.strategies``).
 """
 
+from nozero._extras import require
+
+require("nozero.strategies", "pytest", ("numpy", "hypothesis"))
+
 from nozero.plugin.strategies import *  # noqa: F403  (the public names, re-exported)
 from nozero.plugin.strategies import __all__  # noqa: F401

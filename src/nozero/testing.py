@@ -5,6 +5,10 @@ Register one with a ``nozero_trainer`` fixture (in a conftest) returning a
 Nothing here depends on a framework: ``run`` may use JAX, PyTorch, Keras or plain numpy.
 """
 
+from nozero._extras import require
+
+require("nozero.testing", "pytest", ("numpy", "hypothesis"))
+
 from nozero.plugin.batches import FieldRange
 from nozero.plugin.trainer import TrainerUnderTest
 from nozero.traces import count_traces

@@ -28,6 +28,10 @@ import functools
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, NamedTuple
 
+from nozero._extras import require
+
+require("nozero_trainer", "train", ("jax", "optax", "numpy"))
+
 import jax
 import jax.numpy as jnp
 import numpy as np

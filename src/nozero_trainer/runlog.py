@@ -3,7 +3,8 @@
 Both are strict JSON (see :mod:`nozero_trainer.strict_json`): a non-finite value is
 ``null`` with a ``nonfinite`` entry saying which it was. The runner writes them, the
 plot and the post-mortem read them, through this module only. No numpy or JAX here, so
-reading a run needs no ``[train]`` extra. The events' fields are listed in the README.
+reading a run needs no ``[train]`` extra. The events' fields are listed in
+docs/trainer/outputs.md.
 """
 
 from __future__ import annotations

@@ -206,7 +206,9 @@ def test_noqa_suppresses_and_require_reason_demands_a_reason(lint, tmp_path, nan
     write(tmp_path / "by_prefix.py", by_prefix)
     write(tmp_path / "other_family.py", other_family)
     plain = lint()
-    assert [line.split(":")[0] for line in plain.lines()] == ["other_family.py"]
+    # The comment of another family suppresses nothing, and says so (NZ003).
+    reported = [(line.split(":")[0], line.split()[1]) for line in plain.lines()]
+    assert reported == [("other_family.py", nan_code), ("other_family.py", "NZ003")]
     (tmp_path / "other_family.py").unlink()
     plain = lint()
     assert (plain.code, plain.out) == (0, "")
@@ -331,3 +333,46 @@ def test_a_pre_commit_run_on_a_file_without_trigger_text_never_imports_libcst(tm
         [sys.executable, "-c", probe], capture_output=True, text=True, timeout=120
     )
     assert (listed.returncode, listed.stderr.splitlines()[-1]) == (0, "False")
+
+
+def test_rule_by_name_prints_the_same_page_as_by_code(tmp_path):
+    by_code = run_console_script("rule", "NZ101", cwd=tmp_path, timeout=60)
+    by_name = run_console_script("rule", "nan-to-num-on-signal", cwd=tmp_path, timeout=60)
+    assert by_code.code == by_name.code == 0
+    assert by_name.out == by_code.out and by_code.out.startswith("NZ101 nan-to-num-on-signal")
+    typo = run_console_script("rule", "nan-to-num-on-signl", cwd=tmp_path, timeout=60)
+    assert (typo.code, typo.out) == (2, "")
+    assert "did you mean nan-to-num-on-signal (NZ101)?" in typo.err
+
+
+def test_lint_help_names_every_flag_and_format_with_examples(tmp_path):
+    result = run_console_script("lint", "--help", cwd=tmp_path, timeout=60)
+    assert result.code == 0
+    for flag in ("--output-format", "--add-noqa", "--exit-zero", "--select", "--statistics"):
+        assert flag in result.out
+    for fmt in ("concise", "full", "json-lines", "junit", "gitlab", "github", "sarif"):
+        assert fmt in result.out
+    assert "--format" not in result.out.replace("--output-format", "")  # the old name hides
+    assert "examples:" in result.out and "Exit status: 0 clean, 1 findings" in result.out
+    assert max(len(line) for line in result.out.splitlines()) <= 100
+
+
+def test_exit_zero_through_the_installed_command_but_never_for_an_internal_error(
+    tmp_path, nan_code
+):
+    write(tmp_path / "train.py", BAD_SOURCE)
+    result = run_console_script("lint", "--exit-zero", cwd=tmp_path, timeout=120)
+    assert result.code == 0 and f" {nan_code} " in result.out
+    write(tmp_path / "deep.py", DEEP_SOURCE)
+    crashed = run_console_script(
+        "lint",
+        "--exit-zero",
+        "--no-cache",
+        "--jobs",
+        "1",
+        cwd=tmp_path,
+        timeout=120,
+        env={RECURSION_LIMIT_VARIABLE: "1000"},
+    )
+    assert crashed.code == 2 and "deep.py: internal error" in crashed.err
+    assert f" {nan_code} " in crashed.out  # the other file's finding is still reported

@@ -150,3 +150,39 @@ def test_all_and_prefixes_select_groups_of_codes(lint, tmp_path: Path, nan_code:
     write(tmp_path / "broken.py", SYNTAX_ERROR_SOURCE)
     pyproject(tmp_path, "[tool.nozero]\nselect = ['ALL']\nignore = ['NZ0']\n")
     assert reported(lint()) == [("train.py", nan_code)]
+
+
+def test_every_configuration_error_is_reported_at_once(tmp_path: Path):
+    """Bad keys and wrongly typed or unknown values, each on its own line naming the key
+    and the file; nothing is linted, exit 2."""
+    write(tmp_path / "train.py", BAD_SOURCE)
+    config = pyproject(
+        tmp_path,
+        "[tool.nozero]\n"
+        "selct = ['NZ101']\n"
+        "exclde = ['build']\n"
+        "ignore = 'NZ406'\n"
+        "select = ['NZ101', 'NZ999']\n"
+        "exclude = [3]\n"
+        "[tool.nozero.per-file-ignores]\n"
+        "'tests/*' = 'NZ1'\n"
+        "'gen/*' = ['NZ42']\n",
+    )
+    result = run_console_script("lint", cwd=tmp_path, timeout=60)
+    assert (result.code, result.out) == (2, "")
+    errors = result.err.splitlines()
+    assert all(line.startswith("nozero: error: ") and str(config) in line for line in errors)
+    expected = [
+        "unknown key 'selct'",
+        "unknown key 'exclde'",
+        "ignore in",
+        "'NZ406'",
+        "select in",
+        "'NZ999'",
+        "exclude in",
+        "per-file-ignores 'tests/*'",
+        "per-file-ignores 'gen/*'",
+    ]
+    for fragment in expected:
+        assert any(fragment in line for line in errors), (fragment, errors)
+    assert len(errors) == 7, errors

@@ -1,5 +1,5 @@
 """File discovery: the hand-written gitignore matching agrees with git itself, and the
-exclude rules apply the way the README says."""
+exclude rules apply the way docs/lint/configuration.md says."""
 
 from __future__ import annotations
 

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from nozero.lint.engine import lint_source
+from nozero.lint.check import check_source
 from nozero.lint.rules import ALL_RULES, get_rule
 from nozero.lint.rules.base import Example
 
@@ -25,7 +25,7 @@ EXAMPLES = [
 @pytest.mark.parametrize(("rule", "kind", "index"), EXAMPLES)
 def test_rule_examples(rule, kind, index, shortcuts):
     source = getattr(rule, kind)[index]
-    findings = lint_source(
+    findings = check_source(
         source, "example.py", select={rule.code}, require_reason=True, shortcuts=shortcuts
     )
     codes = [f.code for f in findings]
@@ -54,7 +54,7 @@ def test_invalid_examples_are_found_by_the_default_selection_too():
         if not rule.default_enabled or rule.code == "NZ002":
             continue
         for source in rule.INVALID:
-            assert rule.code in {f.code for f in lint_source(source)}, (rule.code, source)
+            assert rule.code in {f.code for f in check_source(source)}, (rule.code, source)
 
 
 def test_codes_are_unique_sorted_and_well_formed():
@@ -87,8 +87,8 @@ def test_get_rule():
 def test_informational_rule_is_off_by_default():
     assert not get_rule("NZ501").default_enabled
     source = get_rule("NZ501").INVALID[0]
-    assert "NZ501" not in {f.code for f in lint_source(source)}
-    assert {f.code for f in lint_source(source, select={"NZ501"})} == {"NZ501"}
+    assert "NZ501" not in {f.code for f in check_source(source)}
+    assert {f.code for f in check_source(source, select={"NZ501"})} == {"NZ501"}
     off = [rule.code for rule in ALL_RULES if not rule.default_enabled]
     assert off == ["NZ406", "NZ407", "NZ408", "NZ501"]
 
@@ -103,6 +103,8 @@ def test_rule_pages_are_current():
     directory = Path(__file__).resolve().parents[2] / "docs" / "rules"
     expected = pages()
     assert sorted(p.name for p in directory.glob("*.md")) == sorted(expected)
+    # The site's rules section opens on index.md, which links every rule's page.
+    assert all(f"]({rule.code}.md)" in expected["index.md"] for rule in ALL_RULES)
     for name, text in expected.items():
         assert (directory / name).read_text(encoding="utf-8") == text, name
 
@@ -111,7 +113,7 @@ def test_rule_pages_are_current():
 def test_the_documented_example_is_flagged(rule):
     example = re.search(r"## Example\n```python\n(.*?)```", rule.doc, re.S)
     assert example is not None
-    findings = lint_source(example.group(1), select={rule.code}, require_reason=True)
+    findings = check_source(example.group(1), select={rule.code}, require_reason=True)
     assert rule.code in {f.code for f in findings}
 
 

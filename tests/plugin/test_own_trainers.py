@@ -1,10 +1,7 @@
-"""The README's "Guard your own trainer" examples, run as written: each block is a whole
+"""The plugin's recipe pages (docs/plugin/recipes/), run as written: each block is a whole
 conftest.py, and each passes every check (compiling at most once per check)."""
 
 from __future__ import annotations
-
-import re
-from pathlib import Path
 
 # Imported once here so the in-process pytest runs below reuse them instead of reloading.
 import equinox  # noqa: F401
@@ -12,18 +9,27 @@ import flax  # noqa: F401
 import jax  # noqa: F401
 import optax  # noqa: F401
 import pytest
+from docs_blocks import python_blocks
 
 pytest_plugins = ["pytester"]
 
-README = Path(__file__).resolve().parents[2] / "README.md"
 FAST = ("--nozero", "--nozero-steps=3", "--nozero-examples=10", "-p", "no:cacheprovider")
+# Every python block of these pages is a conftest.py that this module runs (tests/test_docs.py).
+RUNS_DOCS_BLOCKS = {
+    "plugin/recipes/flax-linen.md": 1,
+    "plugin/recipes/equinox.md": 2,
+    "plugin/recipes/multisteps.md": 1,
+    "plugin/recipes/torch.md": 1,
+}
 
 
 def readme_examples() -> dict[str, str]:
-    """The conftest.py blocks of the README's own-trainer section, by library."""
-    text = README.read_text()
-    section = text.split("<!-- section: own-trainer -->")[1].split("<!-- end section")[0]
-    blocks = re.findall(r"```python\n(# conftest\.py.*?)```", section, flags=re.S)
+    """The conftest.py blocks of the recipe pages, by library."""
+    blocks = []
+    for page, count in RUNS_DOCS_BLOCKS.items():
+        page_blocks = python_blocks(page, first_line_prefix="# conftest.py")
+        assert len(page_blocks) == count == len(python_blocks(page)), page
+        blocks += page_blocks
     examples = {}
     for block in blocks:
         library = ("flax", "error_if", "equinox", "MultiSteps", "torch")
@@ -32,7 +38,7 @@ def readme_examples() -> dict[str, str]:
     return examples
 
 
-def test_the_readme_has_the_five_examples_each_with_at_most_ten_lines_of_glue():
+def test_the_recipes_have_the_five_examples_each_with_at_most_ten_lines_of_glue():
     examples = readme_examples()
     assert sorted(examples) == ["MultiSteps", "equinox", "error_if", "flax", "torch"]
     for name, block in examples.items():

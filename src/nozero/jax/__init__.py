@@ -4,6 +4,10 @@ Needs jax, optax and numpy (``pip install 'nozero[train]'``); nothing else in no
 imports this package, so the linter and the pytest plugin never pull JAX in.
 """
 
+from nozero._extras import require
+
+require("nozero.jax", "train", ("jax", "optax", "numpy"))
+
 from nozero.jax.convert import converts, nonfinite_errors
 from nozero.jax.guard import Guard, GuardResult, scan_steps
 from nozero.jax.halt import GuardHalt, StepContext

@@ -33,18 +33,19 @@ ENTRIES: tuple[RuleEntry, ...] = (
         default=True,
         doc="""\
 ## What it flags
-A file that holds trigger text (a word one of the other rules looks for, such as
-`nan_to_num`, `isfinite` or `apply_if_finite`) and does not parse; the finding carries
-the parser's message and position. A file without trigger text is not nozero's to parse:
-Python itself and general linters (ruff, flake8) check its syntax, so nozero reads no
-further than the trigger words and reports nothing for it. Nor is a test module
-(`test_*.py`, `*_test.py`, `conftest.py`): nothing in one is reported, since a test
-exercises training code rather than training.
+A file that holds trigger text and does not parse. Trigger text is a word one of the
+other rules looks for, such as `nan_to_num`, `isfinite` or `apply_if_finite`. The
+finding carries the parser's message and position.
 
-Valid syntax newer than the running Python is never reported: when the standard
-library's parser rejects a file, libcst's grammar (Python up to 3.13: PEP 695 `type`
-aliases and generic functions and classes, PEP 701 f-strings) has the last word. Such a
-file is accepted but its code is not checked by the other rules on that Python.
+A file without trigger text is not nozero's to parse: Python itself and general linters
+(ruff, flake8) check its syntax. Nor is a test module (`test_*.py`, `*_test.py`,
+`conftest.py`): a test exercises training code rather than training, so nothing in one
+is reported.
+
+Valid syntax newer than the running Python is never reported. When the standard
+library's parser rejects a file, libcst's grammar has the last word (Python up to 3.13:
+PEP 695 `type` aliases and generics, PEP 701 f-strings). Such a file is accepted, but
+the other rules do not check its code on that Python.
 
 ## Why it is harmful
 Nothing in the file can be checked, so a zero-and-continue pattern in it would go
@@ -63,7 +64,7 @@ Fix the syntax error.
     RuleEntry(
         code="NZ002",
         name="noqa-without-reason",
-        message="noqa without a reason: write why after the code (# noqa: NZ101 fp16 scaling)",
+        message="noqa without a reason: write why after the code (# noqa: NZ101 padded rows)",
         default=True,
         doc="""\
 ## What it flags
@@ -71,17 +72,55 @@ With `--require-reason`, a `# noqa` comment that suppresses a finding but gives 
 after its codes. Such a comment does not suppress the finding.
 
 ## Why it is harmful
-A suppression of a zero-and-continue finding is an exception to the project's rule; the
+A suppression of a zero-and-continue finding is an exception to the project's rule. The
 next reader needs to know why it is safe.
 
 ## Example
 ```python
+import jax.numpy as jnp
+
 grads = jnp.nan_to_num(grads)  # noqa: NZ101
 ```
 
 ## Use instead
+Say why this site is safe, in words that fit the code suppressed:
 ```python
-grads = jnp.nan_to_num(grads)  # noqa: NZ101 padding rows carry no gradient
+import jax.numpy as jnp
+
+grads = jnp.nan_to_num(grads)  # noqa: NZ101 padded rows carry no gradient
+```
+""",
+    ),
+    RuleEntry(
+        code="NZ003",
+        name="unused-noqa",
+        message="noqa names a code that is unknown or suppresses nothing",
+        default=True,
+        doc="""\
+## What it flags
+A `# noqa: NZ...` comment that names a code no nozero rule has (`NZ999`, a typo of
+`NZ101`). Also one whose nozero codes suppress nothing on that line: no enabled rule
+reports anything there. Codes of other tools (`E501`, `F401`) and a bare `# noqa` are
+left alone. Test modules get only the unknown-code check, since no rule runs in them.
+
+## Why it is harmful
+A comment with a mistyped code suppresses nothing, yet reads as if it did. A comment
+that suppresses nothing is stale: the code it excused was fixed or moved. Left in place,
+it will silently excuse the next zero-and-continue written on that line.
+
+## Example
+```python
+import jax.numpy as jnp
+
+grads = jnp.nan_to_num(grads)  # noqa: NZ999 padded rows carry no gradient
+```
+
+## Use instead
+Name the code the line is flagged with, or delete the comment:
+```python
+import jax.numpy as jnp
+
+grads = jnp.nan_to_num(grads)  # noqa: NZ101 padded rows carry no gradient
 ```
 """,
     ),
@@ -92,20 +131,22 @@ grads = jnp.nan_to_num(grads)  # noqa: NZ101 padding rows carry no gradient
         default=True,
         doc="""\
 ## What it flags
-`nan_to_num` (numpy, jax.numpy, torch; also `torch.nan_to_num_`, the `.nan_to_num_()`
-tensor method and the `out=` form) applied to loss, gradients, updates, parameters or
-optimizer state, directly or through a helper function in the same file, or through a
-helper from another module named for cleaning non-finite values (`replace_nan(grad,
-0)`, `nan_to_zero`, `clean_infs`; not `divide_no_nan`, `inf_to_nan` or a name that
-tests, counts or raises). A model's
-outputs count too when the loss is computed from them in the same function
-(`logits = self.head(x)`, `logits = torch.nan_to_num(logits)`, then
-`cross_entropy(logits, labels)`): the NaN the model produced is hidden from the loss.
-Inputs and labels cleaned before the model are input cleaning and are left alone. So
-are 0/0 guards, here and in the other replacing rules (NZ102 to NZ105): a replacement
-that runs only when there is nothing to average (`if mask.numel() == 0:`), and one that
-clears a value just multiplied by a mask (`loss = loss * mask`, where the NaN of a
-masked-out zero target is `0 * inf`).
+`nan_to_num` applied to loss, gradients, updates, parameters or optimizer state. That
+covers numpy, jax.numpy and torch, `torch.nan_to_num_`, the `.nan_to_num_()` tensor
+method and the `out=` form. It also covers a helper function in the same file that calls
+it. A helper from another module counts when its name says it cleans non-finite values
+(`replace_nan(grad, 0)`, `nan_to_zero`, `clean_infs`). Names such as `divide_no_nan`,
+`inf_to_nan`, or one that tests, counts or raises do not.
+
+A model's outputs count too when the loss is computed from them in the same function
+(`logits = torch.nan_to_num(self.head(x))`, then `cross_entropy(logits, labels)`). The
+NaN the model produced is then hidden from the loss. Inputs and labels cleaned before
+the model are input cleaning and are left alone.
+
+So are 0/0 guards, here and in the other replacing rules (NZ102 to NZ105). One is a
+replacement that runs only when there is nothing to average (`if mask.numel() == 0:`).
+Another clears a value just multiplied by a mask (`loss = loss * mask`): there the NaN
+of a masked-out zero target is `0 * inf`.
 
 ## Why it is harmful
 A NaN or Inf in the loss or a gradient means the run has already gone wrong: a bad batch,
@@ -119,8 +160,17 @@ grads = jnp.nan_to_num(grads, nan=0.0, posinf=0.0, neginf=0.0)
 ```
 
 ## Use instead
-Check and stop: `nozero.check_finite(loss=loss, grad_norm=optax.global_norm(grads),
-step=step)` raises the documented error. Clean *input data* where it is loaded instead.
+Check and stop: `check_finite` raises the documented error. Clean *input data* where it
+is loaded instead.
+```python
+import jax
+import optax
+
+from nozero import check_finite
+
+loss, grads = jax.value_and_grad(loss_fn)(params, batch)
+check_finite(step, loss, optax.global_norm(grads))
+```
 """,
     ),
     RuleEntry(
@@ -130,11 +180,11 @@ step=step)` raises the documented error. Clean *input data* where it is loaded i
         default=True,
         doc="""\
 ## What it flags
-`nan_to_num` passed as a function value: mapped over a tree of training signal
-(`jax.tree.map`, `jax.tree_util.tree_map`, `tf.nest.map_structure`, `map`) or registered
-as a gradient hook (`tensor.register_hook`, module backward hooks), including
-`functools.partial(nan_to_num, ...)` and lambdas that call it, and a hook from another
-module named for cleaning non-finite values (`p.register_hook(nan_to_zero_hook)`).
+`nan_to_num` passed as a function value over training signal. It may be mapped over a
+tree (`jax.tree.map`, `jax.tree_util.tree_map`, `tf.nest.map_structure`, `map`). It may be
+registered as a gradient hook (`tensor.register_hook`, module backward hooks). The same
+holds for `functools.partial(nan_to_num, ...)`, a lambda that calls it, and a hook from
+another module named for cleaning non-finite values (`p.register_hook(nan_to_zero_hook)`).
 
 ## Why it is harmful
 A hook or a tree map runs on every gradient of every step: a NaN anywhere is silently
@@ -231,13 +281,16 @@ loading data is fine and not flagged.
         default=True,
         doc="""\
 ## What it flags
-An `if` on a finiteness test of the loss or gradients whose branch assigns the tested
-value (or the running loss it feeds) something else: a constant, a running average, the
-previous value. The finding is reported at the assignment and names the test.
-In a method of a model class (`nn.Module`, `eqx.Module`, a Keras `Layer`), a value the
-model computed itself (not one it was given) put back to zeros, ones or the identity when
-any element is not finite counts too: `if torch.isnan(self.K).any(): self.K =
-torch.eye(n)`. What the model outputs then goes on as if the model had made it.
+An `if` on a finiteness test of the loss or gradients whose branch gives the tested
+value something else: a constant, a running average, the previous value. The same
+holds for the running loss the value feeds. The finding is reported at the assignment
+and names the test.
+
+Model state counts too, in a method of a model class (`nn.Module`, `eqx.Module`, a
+Keras `Layer`). There a value the model computed itself may be put back to zeros, ones or
+the identity when any element is not finite: `if torch.isnan(self.K).any(): self.K =
+torch.eye(n)`. What the model outputs then goes on as if the model had made it. Values
+the model was given are input cleaning and are left alone.
 
 ## Why it is harmful
 The bad step disappears from the numbers that were supposed to show it: the logged loss
@@ -266,15 +319,20 @@ score may be replaced as you like; it is not flagged.
         default=True,
         doc="""\
 ## What it flags
-Per-sample losses indexed by a finiteness mask before they are reduced:
-`losses[torch.isfinite(losses)].mean()`, `loss = loss[~loss.isnan()]`, or a mask kept in
-a variable first, in code that trains or hands the losses back to it; or only the
-finite terms gathered into a sum (`if not torch.isnan(loss): losses.append(loss)`); or
-the losses reduced with a mean or sum that skips NaN (`losses.nanmean()`,
-`jnp.nanmean(loss)` in a loss function, `torch.nansum`), which drops them with no test
-at all (NumPy's own `nanmean` computes no gradient and is left alone). An
-analysis that keeps the finite points to itself (a learning-rate finder's suggestion)
-and a running average for the logs (`avg += float(loss) / n`) are not flagged.
+Non-finite terms left out of the loss, in code that trains or hands the losses back to
+it. Three shapes are flagged:
+
+- per-sample losses indexed by a finiteness mask before they are reduced:
+  `losses[torch.isfinite(losses)].mean()`, `loss = loss[~loss.isnan()]`, or a mask kept
+  in a variable first;
+- only the finite terms gathered into a sum: `if not torch.isnan(loss):
+  losses.append(loss)`;
+- a mean or sum that skips NaN (`losses.nanmean()`, `jnp.nanmean(loss)` in a loss
+  function, `torch.nansum`). It drops the terms with no test at all.
+
+NumPy's own `nanmean` computes no gradient and is left alone. So is an analysis that
+keeps the finite points to itself (a learning-rate finder's suggestion). So is a running
+average for the logs (`avg += float(loss) / n`).
 
 ## Why it is harmful
 A sample that produces NaN or Inf is a bug or a bad record; dropping it from the mean
@@ -299,18 +357,27 @@ loaded.
         default=True,
         doc="""\
 ## What it flags
-A step left when the loss or a gradient is non-finite, found by following the finiteness
-fact from where it is established to where training reacts to it: a test (`isnan`,
-`isinf`, `isfinite`, `x != x`, `x == inf`, `tf.math.is_nan`), a flag holding one
-(`ok = ...`, `self.bad = ...`, a same-file helper's tuple result, an `all_reduce`d or
-`.item()`ed flag, `skip = True` set where a test failed), then `continue`, `break`,
-`pass`, a `return` of the old state or of nothing, the optimizer step taken only when
-finite, or the gradients zeroed (`zero_grad()`, `p.grad = None`, `zero_()`, `fill_(0)`,
-a `cond` whose other branch returns zeros), or a mark of its own named for skipping
-(`self.skip_next_update = True`) that another method or a framework's loop skips on. One
-branch raising does not excuse another that goes on. The finding is at the reaction and
-its message names the route, e.g. `bad set at line 12 from isnan(loss); the step is
-skipped here`.
+A step left when the loss or a gradient is non-finite. nozero follows the finiteness
+fact from where it is established to where training reacts to it.
+
+The fact is a test (`isnan`, `isinf`, `isfinite`, `x != x`, `x == inf`,
+`tf.math.is_nan`). Or it is a flag holding one: `ok = ...`, `self.bad = ...`, a
+same-file helper's tuple result, an `all_reduce`d or `.item()`ed flag, or `skip = True`
+set where a test failed.
+
+The reaction is one of these:
+
+- `continue`, `break` or `pass`;
+- a `return` of the old state, or of nothing;
+- the optimizer step taken only when finite;
+- the gradients zeroed (`zero_grad()`, `p.grad = None`, `zero_()`, `fill_(0)`, a `cond`
+  whose other branch returns zeros);
+- a mark named for skipping (`self.skip_next_update = True`) that another method or a
+  framework's loop skips on.
+
+One branch raising does not excuse another that goes on. The finding is at the
+reaction. Its message names the route, e.g. `bad set at line 12 from isnan(loss); the
+step is skipped here`.
 
 ## Why it is harmful
 Skipping hides the bad step: the data or the bug that produced it is never looked at, and
@@ -318,17 +385,29 @@ if it happens on every step the run "trains" for hours without learning anything
 
 ## Example
 ```python
-if torch.isnan(loss):
-    optimizer.zero_grad()
-    continue
+import torch
+
+for step, batch in enumerate(loader):
+    loss = model(batch)
+    if torch.isnan(loss):
+        optimizer.zero_grad()
+        continue
+    loss.backward()
+    optimizer.step()
 ```
 
 ## Use instead
+Raise on the first non-finite loss or gradient norm:
 ```python
-if not math.isfinite(loss.item()):
-    raise NonFiniteError(step, loss.item(), grad_norm)
+import torch
+
+from nozero import check_finite
+
+grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm=1.0)
+check_finite(step, loss, grad_norm)
+optimizer.step()
 ```
-(or `nozero.check_finite(loss=..., grad_norm=..., step=...)`).
+`check_finite` raises `nozero.NonFiniteError`, which carries the step and both values.
 """,
     ),
     RuleEntry(
@@ -338,12 +417,14 @@ if not math.isfinite(loss.item()):
         default=True,
         doc="""\
 ## What it flags
-A finiteness test of the loss or gradients, in code that trains (a loop over batches, an
-optimizer step), whose branch neither raises nor skips: it only logs or counts, so the
-loop goes on with the next batch. Passing the flag to a log call records nothing. The
-same holds for a check moved into a helper (`self.check_loss(loss)`) whose answer the
-training code drops before it steps: a warning, or a count that raises only once a
-patience runs out, lets the first non-finite steps through.
+A finiteness test of the loss or gradients whose branch neither raises nor skips. It
+sits in code that trains (a loop over batches, an optimizer step). It only logs or
+counts, so the loop goes on with the next batch. Passing the flag to a log call records
+nothing.
+
+The same holds for a check moved into a helper (`self.check_loss(loss)`) whose answer
+the training code drops before it steps. A warning lets the first non-finite steps
+through. So does a count that raises only once a patience runs out.
 
 ## Why it is harmful
 A warning in a log is not investigation: the run continues past the bad step, and the
@@ -359,6 +440,13 @@ for step, batch in enumerate(loader):
 
 ## Use instead
 Raise the documented error (`nozero.check_finite`) at the first non-finite step.
+```python
+from nozero import check_finite
+
+for step, batch in enumerate(loader):
+    loss, grad_norm = train_step(batch)
+    check_finite(step, loss, grad_norm)
+```
 """,
     ),
     RuleEntry(
@@ -379,15 +467,23 @@ moving on undoes that.
 
 ## Example
 ```python
-try:
-    loss = train_step(batch)
-except FloatingPointError:
-    continue
+for batch in loader:
+    try:
+        loss = train_step(batch)
+    except FloatingPointError:
+        continue
 ```
 
 ## Use instead
-Let the exception propagate, or re-raise it after saving what helps the investigation
-(`raise` at the end of the handler).
+Let the exception propagate, or re-raise it after saving what helps the investigation:
+```python
+for batch in loader:
+    try:
+        loss = train_step(batch)
+    except FloatingPointError:
+        save_for_inspection(batch)
+        raise
+```
 """,
     ),
     RuleEntry(
@@ -398,8 +494,8 @@ Let the exception propagate, or re-raise it after saving what helps the investig
         doc="""\
 ## What it flags
 `except RuntimeError` (or `Exception`, `BaseException`) whose handler looks for "nan",
-"inf" or "non-finite" in the message (a string literal that starts with the word, as in
-`"nan" in str(err)`) and, in that branch, does not raise.
+"inf" or "non-finite" in the message and, in that branch, does not raise. The message
+test is a string literal that starts with the word, as in `"nan" in str(err)`.
 
 ## Why it is harmful
 Frameworks report non-finite values as `RuntimeError` (`detect_anomaly`,
@@ -419,6 +515,10 @@ for batch in loader:
 
 ## Use instead
 Let the error propagate.
+```python
+for batch in loader:
+    train_step(batch)
+```
 """,
     ),
     RuleEntry(
@@ -443,6 +543,15 @@ tx = optax.apply_if_finite(optax.adamw(1e-3), max_consecutive_errors=5)
 ## Use instead
 Keep the plain optimizer and check the loss and the global gradient norm every step,
 raising the documented error (`nozero.check_finite`).
+```python
+import optax
+
+from nozero import check_finite
+
+tx = optax.adamw(1e-3)
+loss, grads = loss_and_grads(params, batch)
+check_finite(step, loss, optax.global_norm(grads))
+```
 """,
     ),
     RuleEntry(
@@ -465,6 +574,11 @@ tx = optax.chain(optax.zero_nans(), optax.adam(1e-3))
 
 ## Use instead
 Drop it, and stop at the first non-finite loss or gradient norm (`nozero.check_finite`).
+```python
+import optax
+
+tx = optax.adam(1e-3)
+```
 """,
     ),
     RuleEntry(
@@ -488,6 +602,11 @@ tx = optax.MultiSteps(opt, every_k_schedule=4, should_skip_update_fn=optax.skip_
 
 ## Use instead
 Leave `should_skip_update_fn` unset and check every step (`nozero.check_finite`).
+```python
+import optax
+
+tx = optax.MultiSteps(opt, every_k_schedule=4)
+```
 """,
     ),
     RuleEntry(
@@ -497,12 +616,14 @@ Leave `should_skip_update_fn` unset and check every step (`nozero.check_finite`)
         default=True,
         doc="""\
 ## What it flags
-`torch.nn.utils.clip_grad_norm_(..., error_if_nonfinite=False)`, and the same setting in
-a configuration dict (`{"error_if_nonfinite": False}`, `dict(error_if_nonfinite=False)`)
-or on a config object. In the config of an fp16 loss-scaling optimizer
-(`dict(type="AmpOptimWrapper", loss_scale="dynamic", clip_grad=dict(...))`) the scaler
-expects an infinite norm on overflow and skips that step itself: that is dynamic loss
-scaling, the opt-in NZ406's concern, and not flagged here.
+`torch.nn.utils.clip_grad_norm_(..., error_if_nonfinite=False)`. Also the same setting
+in a configuration dict (`{"error_if_nonfinite": False}`, `dict(error_if_nonfinite=False)`)
+or on a config object.
+
+The config of an fp16 loss-scaling optimizer is not flagged here
+(`dict(type="AmpOptimWrapper", loss_scale="dynamic", clip_grad=dict(...))`). Its scaler
+expects an infinite norm on overflow and skips that step itself. That is dynamic loss
+scaling, the opt-in NZ406's concern.
 
 ## Why it is harmful
 With a NaN or Inf total norm, clipping multiplies every gradient by a non-finite factor
@@ -515,6 +636,11 @@ torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0, error_if_nonfinite=False
 
 ## Use instead
 `error_if_nonfinite=True`, which raises a `RuntimeError` naming the non-finite norm.
+```python
+import torch
+
+torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0, error_if_nonfinite=True)
+```
 """,
     ),
     RuleEntry(
@@ -542,6 +668,11 @@ args = TrainingArguments(output_dir="out", logging_nan_inf_filter=True)
 
 ## Use instead
 `logging_nan_inf_filter=False`, and a check that stops at the first non-finite loss.
+```python
+from transformers import TrainingArguments
+
+args = TrainingArguments(output_dir="out", logging_nan_inf_filter=False)
+```
 """,
     ),
     RuleEntry(
@@ -551,27 +682,38 @@ args = TrainingArguments(output_dir="out", logging_nan_inf_filter=True)
         default=False,
         doc="""\
 ## What it flags
-Off by default (enable with `--select NZ406` or `--select ALL`). fp16 dynamic loss
-scaling: an overflow check that skips the optimizer step, keeps the old parameters or
-zeroes the gradients where a dynamic loss scaler is at work in the same function: the
-scale is adjusted (`cur_scale /= factor`, `self._update_scale(overflow)`,
-`scaler.update()`), or a scaler's own API drives the step (`GradScaler`, apex
-`amp.scale_loss`, flax `DynamicScale`'s `is_fin`, Keras `LossScaleOptimizer`, an
-`optimizer_step_was_skipped` attribute, an fp16 optimizer's `overflow`); or in a class
-that implements scaling (a scaler class or subclass, or one that moves the scale in
-another method). A trainer class that merely holds a `GradScaler` is not one: its own
-code that zeroes NaN gradients is reported by the default rules, and so is a check
-outside the scaler's branch of an AMP switch (`if self.use_amp: scaler.step(opt) else:
-opt.step()`, `if use_fp16 and scaler is not None:`, `scaler.get_scale() if scaler else
-1.0`): the plain path skips too. So is a skip on a non-finite loss, which is no gradient
-overflow, and a NaN term or sample dropped from the loss (NZ107), which no scaler does,
-while an `except OverflowError`, which only a scaler raises, stays here even
-when the scaler shows only on the fp16 side of such a switch. Also a `GradScaler`'s
-`step` and apex's `amp.scale_loss` (whose patched `optimizer.step` is skipped when the
-scaled gradients overflow), which skip by themselves, and a non-finite gradient norm
-replaced by a marker (`-1`) that the overflow check reads. A flag's name alone
-(`found_inf`, `overflow`) is not loss scaling: without a scaler the skip is clear
-zero-and-continue, reported by the default rules (NZ201, ...).
+Off by default (enable with `--select NZ406` or `--select ALL`).
+
+Dynamic fp16 loss scaling: an overflow check that skips the optimizer step, keeps the
+old parameters or zeroes the gradients, where a dynamic loss scaler is at work. The
+scaler is at work in the same function when:
+
+- the scale is adjusted (`cur_scale /= factor`, `self._update_scale(overflow)`,
+  `scaler.update()`);
+- or a scaler's own API drives the step: `GradScaler`, apex `amp.scale_loss`, flax
+  `DynamicScale`'s `is_fin`, Keras `LossScaleOptimizer`, an `optimizer_step_was_skipped`
+  attribute, an fp16 optimizer's `overflow`.
+
+It is also at work in a class that implements scaling: a scaler class or subclass, or
+one that moves the scale in another method.
+
+Also flagged here: a `GradScaler`'s `step` and apex's `amp.scale_loss`, which skip by
+themselves (apex's patched `optimizer.step` is skipped when the scaled gradients
+overflow). So is a non-finite gradient norm replaced by a marker (`-1`) that the
+overflow check reads. An `except OverflowError` stays here too, since only a scaler
+raises it, even when the scaler shows only on the fp16 side of an AMP switch.
+
+Left to the default rules:
+
+- a trainer class that merely holds a `GradScaler`: its own code that zeroes NaN
+  gradients;
+- a check outside the scaler's branch of an AMP switch (`if self.use_amp:
+  scaler.step(opt) else: opt.step()`, `if use_fp16 and scaler is not None:`,
+  `scaler.get_scale() if scaler else 1.0`): the plain path skips too;
+- a skip on a non-finite loss, which is no gradient overflow;
+- a NaN term or sample dropped from the loss (NZ107), which no scaler does;
+- a flag's name alone (`found_inf`, `overflow`): without a scaler the skip is plain
+  zero-and-continue (NZ201 and others).
 
 ## Why it is harmful
 Skipping an overflowed step is how fp16 loss scaling works, so this is not an error by
@@ -622,6 +764,11 @@ criterion = torch.nn.CTCLoss(blank=0, zero_infinity=True)
 ## Use instead
 Filter impossible alignments where the data is loaded (input length ≥ target length
 plus repeats), count them, and keep `zero_infinity=False`, so a real divergence raises.
+```python
+import torch
+
+criterion = torch.nn.CTCLoss(blank=0, zero_infinity=False)
+```
 """,
     ),
     RuleEntry(
@@ -701,14 +848,17 @@ if not jnp.isfinite(loss):
         default=True,
         doc="""\
 ## What it flags
-`lax.cond`, `lax.select`, `where`, `tf.cond`, a tree map of any of them (a lambda or
-`functools.partial(jnp.where, ok)`) or a conditional expression (`new if ok else old`)
-that chooses between the new and the old parameters, optimizer state or updates on a
-finiteness fact about the loss or gradients — unless the function keeps the failure for
-a raise (returns the flag, stores it, passes it on to anything but a log) or raises on
-it. An unrelated `assert` or `raise` elsewhere in the function does not count, and
-neither does a flag stored only in a record for the logs (`stats["step_rejected"] = ok`,
-`metrics = dict(skipped=...)`).
+A choice between the new and the old parameters, optimizer state or updates, made on a
+finiteness fact about the loss or gradients. The choice may be `lax.cond`, `lax.select`,
+`where` or `tf.cond`. It may be a tree map of any of them (a lambda, or
+`functools.partial(jnp.where, ok)`). It may be a conditional expression (`new if ok else
+old`).
+
+It is not flagged when the function keeps the failure for a raise or raises on it.
+Keeping means returning the flag, storing it, or passing it on to anything but a log.
+An unrelated `assert` or `raise` elsewhere in the function does not count. Neither does
+a flag stored only in a record for the logs (`stats["step_rejected"] = ok`, `metrics =
+dict(skipped=...)`).
 
 ## Why it is harmful
 It is the device-side form of "skip the step": the bad step leaves no trace, and if every
@@ -743,12 +893,17 @@ one, and the parameters have been updated with non-finite values in between.
 ## Example
 ```python
 if step % 100 == 0:
-    check_finite(loss=loss, grad_norm=gn, step=step)
+    check_finite(step, loss, gn)
 ```
 
 ## Use instead
 Check every step. On accelerators, compute the finiteness flag on the device every step
 and read it back in batches: the first bad step is still exact.
+```python
+from nozero import check_finite
+
+check_finite(step, loss, gn)
+```
 """,
     ),
 )

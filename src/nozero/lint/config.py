@@ -81,7 +81,11 @@ def project_root_for(start: Path) -> Path:
 
 
 def load_settings(start: Path, config_file: Path | None = None) -> Settings:
-    """Settings from ``config_file``, or from the nearest configuration above ``start``."""
+    """Settings from ``config_file``, or from the nearest configuration above ``start``.
+
+    Every error in the table is reported at once (one ConfigError, one line each): a user
+    fixing a configuration should not have to run nozero once per mistake.
+    """
     config_file = config_file or find_config(start)
     if config_file is None:
         return Settings(project_root=project_root_for(start))
@@ -90,18 +94,22 @@ def load_settings(start: Path, config_file: Path | None = None) -> Settings:
     settings = Settings(project_root=config_file.parent, config_file=config_file)
     if not isinstance(table, dict):
         raise ConfigError(f"{config_file}: [tool.nozero] must be a table")
-    unknown = sorted(set(table) - set(KNOWN_KEYS))
-    if unknown:
-        raise ConfigError(
-            f"{config_file}: unknown key {unknown[0]!r} in [tool.nozero]"
-            f" (known: {', '.join(KNOWN_KEYS)})"
-        )
+    errors = [
+        f"{config_file}: unknown key {key!r} in [tool.nozero] (known: {', '.join(KNOWN_KEYS)})"
+        for key in table
+        if key not in KNOWN_KEYS
+    ]
     values: dict[str, object] = {}
     for key in ("select", "ignore", "exclude", "extend-exclude"):
         if key in table:
-            values[key.replace("-", "_")] = _string_list(table[key], settings.where(key))
+            codes = key in ("select", "ignore")
+            value = _string_list(table[key], settings.where(key), errors, codes)
+            if value is not None:
+                values[key.replace("-", "_")] = value
     if "per-file-ignores" in table:
-        values["per_file_ignores"] = _per_file_ignores(table["per-file-ignores"], settings)
+        values["per_file_ignores"] = _per_file_ignores(table["per-file-ignores"], settings, errors)
+    if errors:
+        raise ConfigError("\n".join(errors))
     return Settings(project_root=config_file.parent, config_file=config_file, **values)
 
 
@@ -161,19 +169,36 @@ def _read_toml(path: Path) -> dict:
         raise ConfigError(f"{path}: cannot read: {err.strerror}") from err
 
 
-def _string_list(value: object, where: str) -> tuple[str, ...]:
+def _string_list(
+    value: object, where: str, errors: list[str], codes: bool = False
+) -> tuple[str, ...] | None:
+    """``value`` as strings, or None after adding to ``errors`` what is wrong with it
+    (with ``codes``, also each string that names no rule)."""
     if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
-        raise ConfigError(f"{where}: expected a list of strings, got {value!r}")
+        errors.append(f"{where}: expected a list of strings, got {value!r}")
+        return None
+    if codes:
+        from nozero.lint.catalog import ALL_CODES  # the catalogue, without the rules
+
+        for selector in value:
+            try:
+                expand([selector], ALL_CODES, where)
+            except ConfigError as err:
+                errors.append(str(err))
     return tuple(value)
 
 
-def _per_file_ignores(value: object, settings: Settings) -> tuple[tuple[str, tuple[str, ...]], ...]:
+def _per_file_ignores(
+    value: object, settings: Settings, errors: list[str]
+) -> tuple[tuple[str, tuple[str, ...]], ...]:
     if not isinstance(value, dict):
-        raise ConfigError(
+        errors.append(
             f"{settings.where('per-file-ignores')}: expected a table of glob = [codes],"
             f" got {value!r}"
         )
-    return tuple(
-        (glob, _string_list(codes, settings.where(f"per-file-ignores {glob!r}")))
+        return ()
+    checked = (
+        (glob, _string_list(codes, settings.where(f"per-file-ignores {glob!r}"), errors, True))
         for glob, codes in value.items()
     )
+    return tuple((glob, codes) for glob, codes in checked if codes is not None)

@@ -9,7 +9,7 @@ import re
 import tokenize
 from dataclasses import dataclass
 
-_NOQA = re.compile(
+NOQA_PATTERN = re.compile(
     r"#\s*noqa(?::\s*(?P<codes>[A-Z]+[0-9]+(?:[\s,]+[A-Z]+[0-9]+)*))?(?P<reason>.*)",
     re.IGNORECASE,
 )
@@ -36,7 +36,7 @@ class Noqa:
 
 
 def _parse(comment: str, line: int, col: int) -> Noqa | None:
-    match = _NOQA.search(comment)
+    match = NOQA_PATTERN.search(comment)
     if match is None:
         return None
     codes = match.group("codes")

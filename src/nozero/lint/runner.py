@@ -16,8 +16,10 @@ from typing import TYPE_CHECKING
 
 from nozero.lint import prefilter
 from nozero.lint.cache import Cache, Row, content_hash
+from nozero.lint.check import UNUSED_NOQA
 from nozero.lint.config import Selection
 from nozero.lint.finding import Finding, Problem
+from nozero.lint.noqa import has_nozero_noqa
 from nozero.lint.project import Project, Projects, View
 
 if TYPE_CHECKING:
@@ -62,6 +64,10 @@ class Job:
     def checks_reasons(self) -> bool:
         return self.require_reason and "NZ002" in self.enabled
 
+    @property
+    def checks_noqa(self) -> bool:
+        return UNUSED_NOQA in self.enabled
+
 
 @dataclass
 class _Pending:
@@ -105,12 +111,16 @@ def lint_one(shown: str, data: bytes, job: Job, view: View | None = None) -> Out
         source = decode_source(data)
     except ValueError as err:
         return "undecodable", [str(err)]
-    if not view and not prefilter.concerns_nozero(source, job.checks_reasons):
+    if not (
+        view
+        or prefilter.concerns_nozero(source, job.checks_reasons)
+        or (job.checks_noqa and has_nozero_noqa(source))
+    ):
         return "ok", []  # what the engine answers too, without importing it (and libcst)
     try:
-        from nozero.lint.engine import lint_source
+        from nozero.lint.check import check_source
 
-        findings = lint_source(
+        findings = check_source(
             source, shown, select=job.enabled, require_reason=job.require_reason, view=view
         )
     except Exception as err:  # noqa: BLE001 - reported with the path, then the run goes on
@@ -146,6 +156,8 @@ def _lint_and_summarize(path: str, data: bytes, job: Job | None) -> tuple[list, 
         )
     except Exception:  # noqa: BLE001 - the file's own turn reports the error
         return EMPTY.to_json(), ("retry", [])
+    if job.checks_noqa and has_nozero_noqa(source):
+        return summary.to_json(), None  # NZ003 reads the comments too: its own turn, whole
     rows = [[f.line, f.col, f.code, f.message, f.end_line] for f in findings]
     return summary.to_json(), ("ok", rows)
 

@@ -1,4 +1,5 @@
-"""NZ0xx: findings about the file itself rather than its code (applied by the engine)."""
+"""NZ0xx: findings about the file itself rather than its code (NZ001 and NZ002 applied by
+the engine, NZ003 by ``nozero.lint.check``)."""
 
 from __future__ import annotations
 
@@ -58,4 +59,40 @@ class NoqaWithoutReason(Rule):
     ]
 
 
-RULES: list[type[Rule]] = [SyntaxErrorRule, NoqaWithoutReason]
+class UnusedNoqa(Rule):
+    code = "NZ003"
+    VALID = [
+        Example("""\
+            import jax.numpy as jnp
+            grads = jnp.nan_to_num(grads)  # noqa: NZ101 padded rows have no gradient
+            """),
+        Example("""\
+            import jax.numpy as jnp
+            grads = jnp.nan_to_num(grads)  # noqa: NZ1 a prefix covers its codes
+            total = sum(sizes)  # noqa: E501 another tool's code is left alone
+            """),
+        Example("""\
+            import jax.numpy as jnp
+            grads = jnp.nan_to_num(grads)  # noqa
+            """),
+    ]
+    INVALID = [
+        Example(
+            """\
+            import jax.numpy as jnp
+            grads = jnp.nan_to_num(grads)  # noqa: NZ999 padded rows have no gradient
+            """,
+            line=2,
+        ),
+        Example(
+            """\
+            import jax.numpy as jnp
+            grads = jnp.nan_to_num(grads)  # noqa: NZ101 padded rows have no gradient
+            total = sum(grads)  # noqa: NZ101 left behind when the line above moved
+            """,
+            line=3,
+        ),
+    ]
+
+
+RULES: list[type[Rule]] = [SyntaxErrorRule, NoqaWithoutReason, UnusedNoqa]

@@ -1,5 +1,6 @@
-"""The rule reference as markdown pages (``docs/rules/``), rendered from the registry so
-that the pages and ``nozero rule NZ101`` never disagree.
+"""The rule reference as markdown pages (``docs/rules/``, part of the docs site), rendered
+from the registry so that the pages and ``nozero rule NZ101`` never disagree. ``index.md``
+is the table of every rule; each rule has its own ``NZxxx.md``.
 
 Regenerate with ``python -m nozero.lint.rules.pages docs/rules``.
 """
@@ -46,7 +47,7 @@ def render_index() -> str:
 
 def pages() -> dict[str, str]:
     """File name -> content of every page."""
-    return {"README.md": render_index(), **{f"{r.code}.md": render_page(r) for r in ALL_RULES}}
+    return {"index.md": render_index(), **{f"{r.code}.md": render_page(r) for r in ALL_RULES}}
 
 
 def write_pages(directory: Path) -> None:

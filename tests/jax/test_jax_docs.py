@@ -1,24 +1,19 @@
-"""The README's nozero.jax example runs as printed and halts where it says."""
+"""The nozero.jax example of the guard's docs page runs as printed and halts where it says."""
 
 from __future__ import annotations
 
-import re
 import subprocess
 import sys
-from pathlib import Path
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+from docs_blocks import python_blocks
 
 
 def _example() -> str:
-    text = README.read_text(encoding="utf-8")
-    section = text.split("<!-- section: jax-guard -->")[1].split("<!-- end section: jax-guard -->")[
-        0
-    ]
-    return re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    """The page's first block: the whole example (later blocks are fragments)."""
+    return python_blocks("guards/jax.md")[0]
 
 
-def test_the_readme_example_confirms_then_halts_at_the_poisoned_step(tmp_path):
+def test_the_docs_example_confirms_then_halts_at_the_poisoned_step(tmp_path):
     script = tmp_path / "example.py"
     script.write_text(_example(), encoding="utf-8")
     done = subprocess.run(
