@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from nozero.lint.cache import RACY_WINDOW_NS, code_fingerprint, write_json_atomically
-from nozero.lint.files import FileFinder, is_test_module
+from nozero.lint.files import DEFAULT_EXCLUDE, FileFinder, compile_patterns, is_test_module
 from nozero.lint.prefilter import could_hold_finding
 from nozero.lint.summary import EMPTY, Helper, Summary, Switch, summarize
 
@@ -68,13 +68,32 @@ class SummaryStore:
         self.dirty = False
         self.files: dict[str, list] = {}
         self.summaries: dict[str, list] = {}
+        # root -> [{directory: [mtime_ns, .gitignore's mtime_ns or -1]}, [module paths]]
+        self.listings: dict[str, list] = {}
         if self.file is None:
             return
         try:
             data = json.loads(self.file.read_text(encoding="utf-8"))
             self.files, self.summaries = data["files"], data["summaries"]
-        except (OSError, ValueError, KeyError, TypeError):
+            self.listings = data.get("listings", {})
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
             pass  # a missing or damaged store only costs time
+
+    def listing(self, root: Path) -> list[str]:
+        """The project's modules: walked once, then kept while no directory it read (nor
+        its ``.gitignore``) has changed, which costs a ``stat`` per directory instead of
+        reading each one."""
+        key = root.as_posix()
+        known = self.listings.get(key)
+        if known and all(_directory_stamp(d) == stamp for d, stamp in known[0].items()):
+            return known[1]
+        finder = FileFinder(compile_patterns(DEFAULT_EXCLUDE, root))  # .git, .venv, ...
+        files = [shown.as_posix() for shown in finder.find([root])]
+        own = self.file.parent.as_posix() if self.file else None  # rewritten by every run
+        stamps = {d: _directory_stamp(d) for d in finder.visited if d != own}
+        self.listings[key] = [stamps, files]
+        self.dirty = True
+        return files
 
     def known(self, path: str, stat: os.stat_result) -> Summary | None:
         """The summary of an unchanged module (same size and mtime), else None."""
@@ -110,8 +129,22 @@ class SummaryStore:
             return
         used = {entry[2] for entry in self.files.values()}
         summaries = {d: s for d, s in self.summaries.items() if d in used}
-        write_json_atomically(self.file, {"files": self.files, "summaries": summaries})
+        data = {"files": self.files, "summaries": summaries, "listings": self.listings}
+        write_json_atomically(self.file, data)
         self.dirty = False
+
+
+def _directory_stamp(directory: str) -> list[int]:
+    """What changes when a directory's entries or its ``.gitignore`` do."""
+    try:
+        own = os.stat(directory).st_mtime_ns
+    except OSError:
+        return [-1, -1]
+    try:
+        ignore = os.stat(f"{directory}/.gitignore").st_mtime_ns
+    except OSError:
+        ignore = -1
+    return [own, ignore]
 
 
 def summarize_bytes(item: tuple[str, bytes]) -> list:
@@ -140,8 +173,7 @@ class Project:
         self.root = root
         self.modules: dict[str, Summary] = {}
         missing: list[tuple[str, os.stat_result, str, bytes]] = []
-        for shown in FileFinder([]).find([root]):
-            absolute = shown.as_posix()
+        for absolute in store.listing(root):
             try:
                 stat = os.stat(absolute)
                 summary = store.known(absolute, stat)
