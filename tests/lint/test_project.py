@@ -419,3 +419,16 @@ def test_the_route_names_the_switch_and_the_reaction(lint, tmp_path):
     assert messages and all(
         "zero_nan_grads turned on here" in m and "src/proj/step.py:7" in m for m in messages
     ), messages
+
+
+def test_a_module_added_after_a_warm_run_is_summarised(lint, tmp_path):
+    root = tmp_path / "project"
+    _write_project(root, CASES[0])
+    trainer = root / "trainer.py"
+    source = trainer.read_text()
+    trainer.unlink()
+    cache = str(tmp_path / "cache")
+    assert _findings(lint(str(root / "train.py"), "--cache-dir", cache).out, root) == set()
+    write(root / "trainer.py", source)  # a new module: its directory changes
+    again = lint(str(root / "train.py"), "--cache-dir", cache)
+    assert _findings(again.out, root) == {("train.py", 5, "NZ201")}

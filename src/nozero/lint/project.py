@@ -80,19 +80,27 @@ class SummaryStore:
             pass  # a missing or damaged store only costs time
 
     def listing(self, root: Path) -> list[str]:
-        """The project's modules: walked once, then kept while no directory it read (nor
-        its ``.gitignore``) has changed, which costs a ``stat`` per directory instead of
-        reading each one."""
+        """The project's modules: walked once, then kept while no directory holding one
+        of them (nor its ``.gitignore``) has changed, which costs a ``stat`` per such
+        directory instead of reading every directory. Directories without a module
+        (checkpoints, logs a training run keeps writing) are not watched: a module that
+        appears in one is found when the next directory of the project changes."""
         key = root.as_posix()
         known = self.listings.get(key)
         if known and all(_directory_stamp(d) == stamp for d, stamp in known[0].items()):
             return known[1]
         finder = FileFinder(compile_patterns(DEFAULT_EXCLUDE, root))  # .git, .venv, ...
         files = [shown.as_posix() for shown in finder.find([root])]
-        own = self.file.parent.as_posix() if self.file else None  # rewritten by every run
-        stamps = {d: _directory_stamp(d) for d in finder.visited if d != own}
-        self.listings[key] = [stamps, files]
-        self.dirty = True
+        holders = {key}
+        for file in files:
+            parent = file.rpartition("/")[0]
+            while parent not in holders and len(parent) > len(key):
+                holders.add(parent)
+                parent = parent.rpartition("/")[0]
+        stamps = {d: _directory_stamp(d) for d in finder.visited if d in holders}
+        if key in stamps:  # else the walk saw other names for the paths (links): no reuse
+            self.listings[key] = [stamps, files]
+            self.dirty = True
         return files
 
     def known(self, path: str, stat: os.stat_result) -> Summary | None:
