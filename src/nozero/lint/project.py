@@ -220,14 +220,16 @@ class Project:
         self.digest = hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
         # what can be imported (helpers, switches of functions and classes), and what is
         # matched by name (methods' switches, attributes and config keys)
-        self.importable = any(s.helpers or _callables(s) for s in self.modules.values())
-        named = sorted({*self.methods, *self.keys})
-        pattern = "|".join(re.escape(name) for name in named)
-        self._named = re.compile(rf"\b(?:{pattern})\b") if named else None
+        importable = sorted(
+            {n for s in self.modules.values() for n in (*s.helpers, *_callables(s))}
+        )
+        self.importable = bool(importable)
+        self._importable = frozenset(importable)
+        self._named = frozenset({*self.methods, *self.keys})
 
     @property
     def has_facts(self) -> bool:
-        return self.importable or self._named is not None
+        return bool(self._importable or self._named)
 
     def shown(self, path: str) -> str:
         return os.path.relpath(path, self.root)
@@ -236,7 +238,8 @@ class Project:
         """What ``source`` (the text of ``path``) sees of the project: only its import
         statements are parsed, and the names matched across the project are screened
         by a word search first."""
-        words = set(self._named.findall(source)) if self._named else set()
+        # one scan for the words of the text; names are then looked up, not searched
+        words = set(_WORD.findall(source)) & (self._named | self._importable)
         helpers: dict[str, Helper] = {}
         calls: dict[str, list[Route]] = {}
         absolute = path.absolute().as_posix()
@@ -245,7 +248,8 @@ class Project:
             for name, switches in _callables(own).items():
                 if f"{name}(" in source:
                     calls.setdefault(name, []).extend((s, self.shown(absolute)) for s in switches)
-        for local, module, attribute in _imports(source) if self.importable else ():
+        mentions = bool(words & self._importable)
+        for local, module, attribute in _imports(source) if mentions else ():
             target = self._module_file(path, module)
             if target is None or self.modules[target] == EMPTY:
                 continue
@@ -260,6 +264,10 @@ class Project:
             switches = _callables(summary).get(attribute, [])
             if switches:
                 calls.setdefault(local, []).extend((s, where) for s in switches)
+        if helpers and not could_hold_finding(source):
+            # without trigger text nothing is left to excuse: a raising helper changes
+            # no finding there, and would only send the file through the engine
+            helpers = {k: h for k, h in helpers.items() if h.tests or h.cleans}
         return View(
             helpers,
             {k: tuple(v) for k, v in calls.items()},
@@ -271,13 +279,14 @@ class Project:
         """The project file a dotted module name (``.`` first: relative) stands for."""
         level = len(module) - len(module.lstrip("."))
         dotted = module[level:].replace(".", "/")
+        directory = path.absolute().parent.as_posix()
         if level:
-            base = path.absolute().parents[level - 1]
-            bases = [base]
+            bases = [directory.rsplit("/", level - 1)[0] if level > 1 else directory]
         else:
-            bases = [path.absolute().parent, self.root, self.root / "src"]
+            root = self.root.as_posix()
+            bases = [directory, root, f"{root}/src"]
         for base in bases:
-            stem = (base / dotted).as_posix() if dotted else base.as_posix()
+            stem = f"{base}/{dotted}" if dotted else base
             for candidate in (f"{stem}.py", f"{stem}/__init__.py"):
                 if candidate in self.paths:
                     return candidate
@@ -296,6 +305,7 @@ def _callables(summary: Summary) -> dict[str, list[Switch]]:
     return found
 
 
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _IMPORT = re.compile(r"^[ \t]*(?:from[ \t]+[\w.]+[ \t]+import\b|import[ \t]+\w)", re.MULTILINE)
 
 
