@@ -432,3 +432,18 @@ def test_a_module_added_after_a_warm_run_is_summarised(lint, tmp_path):
     write(root / "trainer.py", source)  # a new module: its directory changes
     again = lint(str(root / "train.py"), "--cache-dir", cache)
     assert _findings(again.out, root) == {("train.py", 5, "NZ201")}
+
+
+def test_a_models_mode_is_no_switch(lint, tmp_path):
+    """``is_training`` is set wherever a model runs: a reaction gated on it is reported
+    where it is, and setting the mode elsewhere turns nothing on."""
+    root = tmp_path / "project"
+    case = project(
+        "mode",
+        {
+            "step.py": TORCH_CONFIG_GATE.replace('cfg.get("zero_nan_grads")', "cfg.is_training"),
+            "run.py": "CONFIG = dict(is_training=True)\n",
+        },
+    )
+    _write_project(root, case)
+    assert _findings(lint(str(root), "--no-cache").out, root) == {("step.py", 7, "NZ201")}

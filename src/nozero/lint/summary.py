@@ -95,7 +95,11 @@ _VALUE_ATTRIBUTES = frozenset(
     {"requires_grad", "grad", "data", "is_leaf", "shape", "dtype", "device", "is_cuda"}
 )
 # Switch names too plain to be matched by name across a project.
-_PLAIN_NAMES = frozenset({"enabled", "enable", "debug", "verbose", "training", "use_amp"})
+_PLAIN_NAMES = frozenset(
+    {"enabled", "enable", "debug", "verbose", "training", "use_amp"}
+    # a model's mode, set wherever a model is built or run: no choice to hide NaNs
+    | {"is_training", "is_train", "do_train", "train_mode", "is_eval", "inference_mode"}
+)
 
 
 def summarize(source: str, path: str = "<module>") -> Summary:
