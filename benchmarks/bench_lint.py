@@ -262,31 +262,49 @@ def bench_floor(runs: int) -> dict:
     return repeated(runs, "design floor", [sys.executable, __file__, "--floor"])
 
 
-def bench_hook(runs: int) -> dict:
+def bench_hook(runs: int, project: bool = False, baseline: Path | None = None) -> dict:
     """What the pre-commit hook costs: one changed file, in a git repository, named on
     the command line; the file is rewritten before every run (a cache miss for it, as
-    after an edit), with the cache on and with ``--no-cache``."""
+    after an edit), with the cache on and with ``--no-cache``.
+
+    ``project``: the repository also holds the corpus (1,700+ modules, one project), and
+    the cache is first filled by linting the whole tree, as a user's earlier run would.
+    ``baseline``: the ``src`` directory of another checkout, run in turn with this one
+    (each with a cache directory of its own), so both are timed under the same load."""
     nozero = REPO / ".venv" / "bin" / "nozero"
     shutil.rmtree(HOOK_REPO, ignore_errors=True)
     HOOK_REPO.mkdir(parents=True)
     subprocess.run(["git", "init", "-q", "."], cwd=HOOK_REPO, check=True)
+    if project:
+        shutil.copytree(CORPUS, HOOK_REPO / "lib", ignore=shutil.ignore_patterns("*.toml"))
     (HOOK_REPO / "pyproject.toml").write_text("[tool.nozero]\nignore = []\n")
     floor = [sys.executable, "-c", "pass"]
     results: dict = {"floor": repeated(runs, "python -c pass", floor, cwd=HOOK_REPO)}
     for name, text in HOOK_FILES.values():
         (HOOK_REPO / name).write_text(text)
-    # Once beforehand, so that every module's bytecode cache is written.
-    timed([str(nozero), "lint", "--no-cache", *(n for n, _ in HOOK_FILES.values())], cwd=HOOK_REPO)
+    variants = {"": ({}, ".nozero_cache")}
+    if baseline is not None:
+        variants["baseline "] = ({"PYTHONPATH": str(baseline)}, ".nozero_cache_baseline")
+    for env, cache in variants.values():
+        # Once beforehand, so that every module's bytecode cache is written; with the
+        # project, the whole tree, so that the cache is warm.
+        warm_up = [str(nozero), "lint", "--exit-zero", "-q", "--cache-dir", cache]
+        targets = ["."] if project else [n for n, _ in HOOK_FILES.values()]
+        timed([*warm_up, *targets], cwd=HOOK_REPO, env={**TOOL_ENV, **env})
     for label, (name, text) in HOOK_FILES.items():
         for extra in ([], ["--no-cache"]):
-            timings = []
+            timings: dict[str, list[Timing]] = {variant: [] for variant in variants}
             for index in range(runs):
-                (HOOK_REPO / name).write_text(f"{text}REVISION = {index}\n")
-                timings.append(timed([str(nozero), "lint", *extra, name], cwd=HOOK_REPO))
-            key = f"{label}{' --no-cache' if extra else ''}"
-            results[key] = summary(timings)
-            results[key]["worst"] = max(t.wall for t in timings)
-            log(f"hook, {key}: median {results[key]['seconds']:.3f} s")
+                for variant, (env, cache) in variants.items():
+                    (HOOK_REPO / name).write_text(f"{text}REVISION = {index}\n")
+                    caching = extra or ["--cache-dir", cache]
+                    command = [str(nozero), "lint", *caching, name]
+                    timings[variant].append(timed(command, cwd=HOOK_REPO, env={**TOOL_ENV, **env}))
+            for variant, done in timings.items():
+                key = f"{variant}{label}{' --no-cache' if extra else ''}"
+                results[key] = summary(done)
+                results[key]["worst"] = max(t.wall for t in done)
+                log(f"hook, {key}: median {results[key]['seconds']:.3f} s")
     return results
 
 
@@ -485,6 +503,12 @@ def hook_report(hook: dict) -> str:
         f"| `python -c pass` (floor) | {hook['floor']['seconds']:.3f} s | "
         f"{hook['floor']['best']:.3f} s | {hook['floor']['cpu']:.3f} s | |",
     ]
+    for label in ("no trigger", "with a trigger"):
+        for extra in ("", " --no-cache"):
+            base = hook.get(f"baseline {label}{extra}")
+            if base is not None:
+                name = f"baseline, one changed file, {label}{extra or ', cache on'}"
+                runs.append((name, base, ""))
     lines += [
         f"| {name} | {t['seconds']:.3f} s | {t['best']:.3f} – {t['worst']:.3f} s | "
         f"{t['cpu']:.3f} s | {target} |"
@@ -506,13 +530,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="only the pre-commit latency (seconds, not minutes)",
     )
+    parser.add_argument(
+        "--hook-project",
+        action="store_true",
+        help="time the hook inside a project of the corpus's 1,700+ modules, cache warm",
+    )
+    parser.add_argument(
+        "--baseline-src",
+        type=Path,
+        help="the src/ of another checkout, timed in turn with this one (hook only)",
+    )
     parser.add_argument("--floor", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.floor:
         return floor_main()
 
     WORK.mkdir(exist_ok=True)
-    hook = bench_hook(args.hook_runs)
+    if args.hook_project:
+        build_corpus()
+    hook = bench_hook(args.hook_runs, args.hook_project, args.baseline_src)
     if args.hook_only:
         print("\n" + hook_report(hook))
         return 0

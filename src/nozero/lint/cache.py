@@ -73,9 +73,10 @@ class Cache:
             data = json.loads(self.file.read_text(encoding="utf-8"))
             self.files: dict[str, list] = data["files"]
             self.results: dict[str, list[Row]] = data["results"]
-        except (OSError, ValueError, KeyError, TypeError):
+            self.projects: dict[str, str] = data.get("projects", {})
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
             # A missing or damaged cache only costs time; it never stops a lint run.
-            self.files, self.results = {}, {}
+            self.files, self.results, self.projects = {}, {}, {}
 
     def known_hash(self, path: str, stat: os.stat_result) -> str | None:
         """The content hash recorded for ``path`` if its size and mtime are unchanged."""
@@ -83,6 +84,16 @@ class Cache:
         if entry and entry[0] == stat.st_size and entry[1] == stat.st_mtime_ns:
             return entry[2]
         return None
+
+    def project_unchanged(self, root: str, digest: str) -> bool:
+        """Were the project's summaries the same when the recorded results were made? A
+        file's findings depend on them, so its recorded key is only trusted then."""
+        return self.projects.get(root) == digest
+
+    def record_project(self, root: str, digest: str) -> None:
+        if self.projects.get(root) != digest:
+            self.projects[root] = digest
+            self.dirty = True
 
     def lookup(self, digest: str) -> list[Row] | None:
         return self.results.get(digest)
@@ -108,7 +119,8 @@ class Cache:
             return
         referenced = {entry[2] for entry in self.files.values()}
         results = {d: rows for d, rows in self.results.items() if d in referenced}
-        write_json_atomically(self.file, {"files": self.files, "results": results})
+        data = {"files": self.files, "results": results, "projects": self.projects}
+        write_json_atomically(self.file, data)
         # Results of an older build of the code can never match again.
         current = code_fingerprint()[:16]
         for stale in self.directory.glob("results-*.json"):

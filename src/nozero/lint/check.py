@@ -11,12 +11,16 @@ from __future__ import annotations
 import ast
 import re
 from collections.abc import Collection
+from typing import TYPE_CHECKING
 
 from nozero.lint.catalog import ALL_CODES, DEFAULT_CODES
 from nozero.lint.files import is_test_module
 from nozero.lint.finding import Finding
 from nozero.lint.lines import split_lines
 from nozero.lint.noqa import Noqa, has_nozero_noqa, noqa_comments
+
+if TYPE_CHECKING:
+    from nozero.lint.project import View
 
 UNUSED_NOQA = "NZ003"
 _NOQA_WORD = re.compile(r"noqa", re.IGNORECASE)
@@ -29,12 +33,19 @@ def check_source(
     select: Collection[str] | None = None,
     require_reason: bool = False,
     shortcuts: bool = True,
+    view: View | None = None,
 ) -> list[Finding]:
-    """Findings for ``source`` with suppressions applied, and NZ003 when enabled."""
+    """Findings for ``source`` with suppressions applied, and NZ003 when enabled;
+    ``view``: what the file sees of its project (``nozero.lint.project``)."""
     from nozero.lint.engine import lint_source  # libcst: imported only to lint
 
     enabled = DEFAULT_CODES if select is None else frozenset(select)
-    options = {"select": enabled, "require_reason": require_reason, "shortcuts": shortcuts}
+    options = {
+        "select": enabled,
+        "require_reason": require_reason,
+        "shortcuts": shortcuts,
+        "view": view,
+    }
     findings = lint_source(source, path, **options)
     if UNUSED_NOQA not in enabled or not has_nozero_noqa(source):
         return findings

@@ -35,9 +35,11 @@ from nozero.lint.files import is_test_module
 from nozero.lint.finding import Finding
 from nozero.lint.lines import split_lines
 from nozero.lint.noqa import noqa_comments
+from nozero.lint.project import View
 from nozero.lint.rules import ALL_RULES, Rule, get_rule
 from nozero.lint.rules.base import Context, Hit, children
 from nozero.lint.rules.flow import FlowRule
+from nozero.lint.summary import Summary, summarize, summarize_facts
 
 DEFAULT_CODES = frozenset(rule.code for rule in ALL_RULES if rule.default_enabled)
 SYNTAX_ERROR = "NZ001"
@@ -65,24 +67,52 @@ def lint_source(
     select: Collection[str] | None = None,
     require_reason: bool = False,
     shortcuts: bool = True,
+    view: View | None = None,
 ) -> list[Finding]:
     """Findings for ``source``, sorted, with ``# noqa`` suppressions applied.
 
     ``select`` is the set of enabled codes (None = the rules enabled by default);
-    ``shortcuts=False`` skips the pre-filters, which must never change the findings.
+    ``shortcuts=False`` skips the pre-filters, which must never change the findings;
+    ``view``: what the file sees of its project (imported helpers, switches it can turn
+    on), from ``nozero.lint.project``.
     """
     collecting = gc.isenabled()
     gc.disable()  # parse trees are acyclic; collections mid-parse cost a third of the time
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # the linted code's own invalid escapes etc.
-            return _deep(lambda: _lint(source, path, select, require_reason, shortcuts))
+            return _deep(lambda: _lint(source, path, select, require_reason, shortcuts, view))
     finally:
         if collecting:
             gc.enable()
 
 
-def _deep(work: Callable[[], list[Finding]]) -> list[Finding]:
+def lint_and_summarize(
+    source: str, path: str, *, select: Collection[str] | None = None, require_reason: bool = False
+) -> tuple[list[Finding], Summary]:
+    """``lint_source`` without a view, and the file's summary for the rest of its project,
+    from one parse and one set of facts."""
+    captured: list[Summary] = []
+
+    def summarize_too(tree: ast.Module, facts: FileFacts) -> None:
+        captured.append(summarize_facts(tree, source, facts, path))
+
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            findings = _deep(
+                lambda: _lint(source, path, select, require_reason, True, None, summarize_too)
+            )
+            summary = captured[0] if captured else _deep(lambda: [summarize(source, path)])[0]
+    finally:
+        if collecting:
+            gc.enable()
+    return findings, summary
+
+
+def _deep(work: Callable[[], list]) -> list:
     """``work()`` in a thread with ``DEEP_STACK_BYTES`` of stack and the recursion limit
     raised to ``DEEP_RECURSION_LIMIT`` (both restored after); its exception re-raised."""
     outcome: list[list[Finding]] = []
@@ -124,6 +154,8 @@ def _lint(
     select: Collection[str] | None,
     require_reason: bool,
     shortcuts: bool,
+    view: View | None = None,
+    on_facts: Callable[[ast.Module, FileFacts], None] | None = None,
 ) -> list[Finding]:
     enabled = DEFAULT_CODES if select is None else frozenset(select)
     rules = [rule() for rule in ALL_RULES if rule.code in enabled and rule.node_types]
@@ -134,7 +166,9 @@ def _lint(
     # reported (its suppression comments still are). Without the shortcuts the rules
     # still see both.
     test_module = is_test_module(path)
-    concerns_nozero = not test_module and prefilter.concerns_nozero(source, check_reasons)
+    concerns_nozero = not test_module and (
+        prefilter.concerns_nozero(source, check_reasons) or bool(view)
+    )
     if shortcuts and not concerns_nozero:
         return _apply_noqa(source, path, [], enabled, require_reason) if test_module else []
     try:
@@ -143,7 +177,7 @@ def _lint(
         error = _syntax_error(source, path, err) if concerns_nozero else None
         return [error] if error and SYNTAX_ERROR in enabled else []
     hits = (
-        _run_rules(source, tree, rules, flow_rules, shortcuts, test_module)
+        _run_rules(source, tree, rules, flow_rules, shortcuts, test_module, view, on_facts)
         if rules or flow_rules
         else []
     )
@@ -230,10 +264,19 @@ def _run_rules(
     flow_rules: list[FlowRule],
     shortcuts: bool,
     test_module: bool,
+    view: View | None,
+    on_facts: Callable[[ast.Module, FileFacts], None] | None = None,
 ) -> list[Hit]:
-    facts = file_facts(tree, source, test_module=test_module)
+    imported = view.helpers if view else None
+    facts = file_facts(tree, source, test_module=test_module, imported=imported)
     lines = split_lines(source)
     flow_hits = _flow_hits(facts, flow_rules, lines) if flow_rules else []
+    if on_facts is not None:
+        on_facts(tree, facts)
+    if view and flow_rules and not test_module:
+        from nozero.lint.turn_on import turn_on_hits
+
+        flow_hits += turn_on_hits(tree, view, flow_rules)
     if not rules:
         return flow_hits
     return _one_per_site(flow_hits, _node_hits(source, tree, rules, shortcuts, facts, lines))

@@ -185,6 +185,7 @@ class FileFinder:
         self.exclude = list(exclude)
         self.respect_gitignore = respect_gitignore
         self.excluded_by_name: list[Path] = []
+        self.visited: list[str] = []  # the directories a walk read (absolute)
 
     def find(self, paths: Iterable[Path]) -> Iterator[Path]:
         """Python files to lint, as the user would name them, each once, in walk order.
@@ -216,6 +217,7 @@ class FileFinder:
     ) -> Iterator[tuple[Path, str]]:
         if self.respect_gitignore:
             gitignores = gitignores + _read_gitignore(Path(absolute))
+        self.visited.append(absolute)
         try:
             entries = sorted(os.scandir(absolute), key=lambda entry: entry.name)
         except OSError:

@@ -262,6 +262,7 @@ def candidate_units(
     sanitizes or tests), narrowed to the statements holding them. Finding the helpers and
     flags needs the functions that hold triggers, hence the fixed point."""
     names = set(vocab.TRIGGER_WORDS) | facts.scope(0).flags | vocab.sanitizer_names(source)
+    names |= set(facts.imported)
     names |= {
         local
         for local, qualified in facts.aliases.items()

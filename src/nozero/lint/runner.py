@@ -20,6 +20,7 @@ from nozero.lint.check import UNUSED_NOQA
 from nozero.lint.config import Selection
 from nozero.lint.finding import Finding, Problem
 from nozero.lint.noqa import has_nozero_noqa
+from nozero.lint.project import Project, Projects, View
 
 if TYPE_CHECKING:
     import multiprocessing.context
@@ -74,7 +75,8 @@ class _Pending:
     absolute: Path
     stat: os.stat_result | None
     data: bytes
-    digest: str
+    digest: str  # the content hash, and the view's when the file sees its project
+    view: View | None = None
 
 
 def decode_source(data: bytes) -> str:
@@ -100,7 +102,7 @@ def decode_source(data: bytes) -> str:
 Outcome = tuple[str, list]
 
 
-def lint_one(shown: str, data: bytes, job: Job) -> Outcome:
+def lint_one(shown: str, data: bytes, job: Job, view: View | None = None) -> Outcome:
     """What linting one file came to (picklable: workers send it back).
 
     Never raises: one bad file must not hide the findings of the others.
@@ -110,7 +112,8 @@ def lint_one(shown: str, data: bytes, job: Job) -> Outcome:
     except ValueError as err:
         return "undecodable", [str(err)]
     if not (
-        prefilter.concerns_nozero(source, job.checks_reasons)
+        view
+        or prefilter.concerns_nozero(source, job.checks_reasons)
         or (job.checks_noqa and has_nozero_noqa(source))
     ):
         return "ok", []  # what the engine answers too, without importing it (and libcst)
@@ -118,7 +121,7 @@ def lint_one(shown: str, data: bytes, job: Job) -> Outcome:
         from nozero.lint.check import check_source
 
         findings = check_source(
-            source, shown, select=job.enabled, require_reason=job.require_reason
+            source, shown, select=job.enabled, require_reason=job.require_reason, view=view
         )
     except Exception as err:  # noqa: BLE001 - reported with the path, then the run goes on
         import traceback
@@ -129,15 +132,51 @@ def lint_one(shown: str, data: bytes, job: Job) -> Outcome:
     return "ok", [[f.line, f.col, f.code, f.message, f.end_line] for f in findings]
 
 
-def _lint_chunk(chunk: list[tuple[str, bytes, Job]]) -> list[Outcome]:
+Work = tuple[str, bytes, Job, "View | None"]
+
+
+def _lint_and_summarize(path: str, data: bytes, job: Job | None) -> tuple[list, Outcome | None]:
+    """A module's summary (JSON data) and, given a job, its outcome without a view;
+    never raises."""
+    from nozero.lint.project import summarize_bytes
+    from nozero.lint.summary import EMPTY
+
+    if job is None:
+        return summarize_bytes((path, data)), None
+
+    try:
+        source = decode_source(data)
+    except ValueError as err:
+        return EMPTY.to_json(), ("undecodable", [str(err)])
+    try:
+        from nozero.lint.engine import lint_and_summarize
+
+        findings, summary = lint_and_summarize(
+            source, path, select=job.enabled, require_reason=job.require_reason
+        )
+    except Exception:  # noqa: BLE001 - the file's own turn reports the error
+        return EMPTY.to_json(), ("retry", [])
+    if job.checks_noqa and has_nozero_noqa(source):
+        return summary.to_json(), None  # NZ003 reads the comments too: its own turn, whole
+    rows = [[f.line, f.col, f.code, f.message, f.end_line] for f in findings]
+    return summary.to_json(), ("ok", rows)
+
+
+def _lint_and_summarize_chunk(
+    chunk: list[tuple[str, bytes, Job | None]],
+) -> list[tuple[list, Outcome | None]]:
+    return [_lint_and_summarize(*item) for item in chunk]
+
+
+def _lint_chunk(chunk: list[Work]) -> list[Outcome]:
     return [lint_one(*item) for item in chunk]
 
 
-def _chunks(work: list[tuple[str, bytes, Job]], pieces: int) -> list[list[tuple[str, bytes, Job]]]:
+def _chunks(work: list[Work], pieces: int) -> list[list[Work]]:
     """Consecutive runs of ``work`` of about equal size in bytes (one big file may make a
     chunk of its own), so the workers finish together."""
     budget = max(1, sum(len(item[1]) for item in work) // pieces)
-    chunks: list[list[tuple[str, bytes, Job]]] = [[]]
+    chunks: list[list[Work]] = [[]]
     filled = 0
     for item in work:
         if filled >= budget:
@@ -164,15 +203,41 @@ class Runner:
         self.cache = cache
         self.jobs = max(1, jobs)
         self.progress = progress
+        self.projects = Projects(cache.directory if cache else None, self._map)
+        self._early: dict[str, Outcome] = {}  # content hash -> outcome without a view
+        self._linting: set[str] = set()  # the absolute paths this run lints
+
+    def _map(self, function: Callable[[tuple[str, bytes]], list], items: list) -> Iterable[list]:
+        """The summaries of the project's modules that have none yet. Each module this
+        run lints is linted in the same pass (without a view: most files have none),
+        spread over processes, and the outcome kept for the file's own turn, which then
+        costs nothing; the others are only summarised (no libcst)."""
+        work = [(path, data, self.job if path in self._linting else None) for path, data in items]
+        if len(work) < MIN_FILES_FOR_POOL or self.jobs == 1:
+            done = [_lint_and_summarize(*item) for item in work]
+        else:
+            from concurrent.futures import ProcessPoolExecutor
+
+            import nozero.lint.engine  # noqa: F401 - imported once here, inherited by workers
+
+            with ProcessPoolExecutor(self.jobs, mp_context=_pool_context()) as pool:
+                done = list(pool.map(_lint_and_summarize_chunk, _chunks(work, self.jobs * 16)))
+                done = [pair for chunk in done for pair in chunk]
+        for (_, data), (_, outcome) in zip(items, done, strict=True):
+            if outcome is not None:
+                self._early[content_hash(data)] = outcome
+        return [summary for summary, _ in done]
 
     def lint_files(self, paths: Sequence[Path]) -> Report:
         report = Report(files=len(paths))
         pending: list[_Pending] = []
+        self._linting = {path.absolute().as_posix() for path in paths}
         for shown_path in paths:
             shown, absolute = str(shown_path), shown_path.absolute()
+            project = self.projects.of(absolute)
             try:
                 stat = absolute.stat()
-                digest = self.cache.known_hash(str(absolute), stat) if self.cache else None
+                digest = self._known(absolute, stat, project)
                 rows = self.cache.lookup(digest) if self.cache and digest else None
                 if rows is not None:
                     report.from_cache += 1
@@ -182,15 +247,45 @@ class Runner:
             except OSError as err:
                 report.problems.append(Problem(shown, f"cannot read: {err.strerror}"))
                 continue
-            pending.append(_Pending(shown, absolute, stat, data, content_hash(data)))
+            pending.append(self._pending(shown, absolute, stat, data, project))
         self._lint_pending(pending, report)
         return self._finish(report)
 
     def lint_stdin(self, data: bytes, shown: str) -> Report:
         report = Report(files=1)
         absolute = Path(shown).absolute()
-        self._lint_pending([_Pending(shown, absolute, None, data, content_hash(data))], report)
+        project = self.projects.of(absolute)
+        self._lint_pending([self._pending(shown, absolute, None, data, project)], report)
         return self._finish(report)
+
+    def _known(self, absolute: Path, stat: os.stat_result, project: Project | None) -> str | None:
+        """The recorded key of an unchanged file, trusted while its project's summaries
+        are those the key was made with."""
+        if self.cache is None:
+            return None
+        if project is not None and project.has_facts:
+            if not self.cache.project_unchanged(str(project.root), project.digest):
+                return None
+        return self.cache.known_hash(str(absolute), stat)
+
+    @staticmethod
+    def _pending(
+        shown: str,
+        absolute: Path,
+        stat: os.stat_result | None,
+        data: bytes,
+        project: Project | None,
+    ) -> _Pending:
+        digest = content_hash(data)
+        view = None
+        if project is not None and project.has_facts:
+            try:
+                view = project.view(absolute, decode_source(data)) or None
+            except ValueError:
+                view = None  # undecodable: reported when linted
+        if view is not None:
+            digest = f"{digest}:{view.digest}"
+        return _Pending(shown, absolute, stat, data, digest, view)
 
     def _lint_pending(self, pending: list[_Pending], report: Report) -> None:
         """Lint what the cache cannot answer; identical contents (empty ``__init__.py``
@@ -198,6 +293,11 @@ class Runner:
         by_digest: dict[str, list[_Pending]] = {}
         for item in pending:
             rows = self.cache.lookup(item.digest) if self.cache else None
+            early = self._early.get(item.digest) if rows is None else None
+            if early is not None and early[0] == "ok":  # linted while its project was summarised
+                self._remember(item, early[1])
+                self._add(report, item.shown, item.absolute, early[1])
+                continue
             if rows is None:
                 by_digest.setdefault(item.digest, []).append(item)
                 continue
@@ -206,7 +306,7 @@ class Runner:
             self._add(report, item.shown, item.absolute, rows)
         # Largest first, in small chunks: no big file is left to run alone at the end.
         groups = sorted(by_digest.values(), key=lambda same: -len(same[0].data))
-        work = [(same[0].shown, same[0].data, self.job) for same in groups]
+        work = [(same[0].shown, same[0].data, self.job, same[0].view) for same in groups]
         if len(work) >= MIN_FILES_FOR_POOL and self.jobs > 1:
             from concurrent.futures import ProcessPoolExecutor
 
@@ -249,6 +349,9 @@ class Runner:
 
     def _finish(self, report: Report) -> Report:
         if self.cache:
+            for project in self.projects.known():
+                self.cache.record_project(str(project.root), project.digest)
             self.cache.save()
+        self.projects.save()
         report.findings.sort()
         return report

@@ -46,6 +46,8 @@ NAN_FILTER_KEYWORD = "logging_nan_inf_filter"  # Hugging Face TrainingArguments
 STABLE_UPDATE = "stable_update"  # numpyro's SVI: keeps the old state on a NaN loss
 # Calls that check values and raise (a periodic one is the informational rule's concern).
 CHECK_CALLS = frozenset({"check_finite", "check_numerics"})
+# torch's anomaly mode: raises a RuntimeError where backward() meets a NaN
+ANOMALY_DETECTION = "detect_anomaly"
 
 # Calls that stop the program or raise when a check fails, or stop it in a debugger
 # (``pdb.set_trace()``, ``breakpoint()``): an investigation, which is what the rule asks.
@@ -183,6 +185,7 @@ TRIGGER_WORDS = frozenset(
     | CHECK_CALLS
     | set(OPTAX_SWITCHES)
     | {NONFINITE_KEYWORD, NAN_FILTER_KEYWORD, CTC_KEYWORD, STABLE_UPDATE}
+    | {ANOMALY_DETECTION}
 )
 
 # A string literal that starts with a word for non-finite values (``"nan" in str(err)``),

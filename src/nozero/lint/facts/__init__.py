@@ -14,6 +14,7 @@ a run whose files hold no trigger needs none of it.
 from __future__ import annotations
 
 import ast
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from nozero.lint.facts.scopes import FileFacts
@@ -21,11 +22,20 @@ from nozero.lint.imports import collect_aliases
 
 if TYPE_CHECKING:
     from nozero.lint.facts.flows import Reaction
+    from nozero.lint.summary import Helper
 
 
-def file_facts(tree: ast.Module, source: str, *, test_module: bool = False) -> FileFacts:
-    """The facts of one parsed file; in a test module, all of its code is test code."""
-    return FileFacts(tree, source, collect_aliases(tree), test_module=test_module)
+def file_facts(
+    tree: ast.Module,
+    source: str,
+    *,
+    test_module: bool = False,
+    imported: Mapping[str, Helper] | None = None,
+) -> FileFacts:
+    """The facts of one parsed file; in a test module, all of its code is test code.
+    ``imported``: what the helpers this file imports from its project do."""
+    aliases = collect_aliases(tree)
+    return FileFacts(tree, source, aliases, test_module=test_module, imported=imported)
 
 
 def reactions(facts: FileFacts) -> list[Reaction]:

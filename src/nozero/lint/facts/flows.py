@@ -52,6 +52,8 @@ WHAT = {
     "skip": "the step is skipped here",
     "skip_flag": "the step is marked to be skipped here",
     "zero": "the gradients are zeroed here",
+    "zero_value": "the value is set to zero here",
+    "late_skip": "the update was already applied; the rest of the iteration is skipped here",
     "not_taken": "the optimizer step is only taken when the values are finite",
     "go_on": "nothing stops training here",
     "replace": "the value is replaced here",
@@ -178,7 +180,8 @@ class Flows:
 
     def _run(self) -> None:
         tree = self.facts.tree
-        self._lines = self._word_lines(_SOURCE_WORDS, named_tests=True)
+        words = _SOURCE_WORDS | frozenset(self.facts.imported)  # helpers from the project
+        self._lines = self._word_lines(words, named_tests=True)
         if "==" in self.text:  # ``loss == inf``
             self._lines |= {
                 number
@@ -876,6 +879,18 @@ class Flows:
             return False
         return not self._one_round(fn)
 
+    def _returns_from_training(self, unit: _Unit, stmt: ast.Return) -> bool:
+        """Does a bare ``return`` leave the training loop itself (see ``_ends_training``)
+        of the function that trains, ending the run rather than skipping a step?"""
+        if stmt.value is not None and not (
+            isinstance(stmt.value, ast.Constant) and stmt.value.value is None
+        ):
+            return False
+        around = self._loops_around(unit.node, stmt.lineno)
+        if not around or _is_step(unit.node):
+            return False
+        return self._ends_training(unit.node, min(around, key=lambda n: n.lineno))
+
     def _loops_around(self, fn: ast.AST, line: int) -> list[ast.stmt]:
         return [n for n in self.facts.nodes(fn) if isinstance(n, _LOOPS) and _within(n, line)]
 
@@ -884,6 +899,12 @@ class Flows:
         ``def train(model, loader, epoch)``), or called in a loop in this file?"""
         if not isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
             return False
+        if any(
+            isinstance(loop, ast.For | ast.AsyncFor)
+            and {w for n in _names(loop.target) for w in vocab.name_words(n)} & _ROUND_WORDS
+            for loop in self.facts.nodes(fn)
+        ):
+            return False  # ``for epoch in range(epochs)``: it runs every round itself
         words = {w for name in {fn.name, *parameter_names(fn)} for w in vocab.name_words(name)}
         if words & _ROUND_WORDS:
             return True
@@ -943,6 +964,8 @@ class Flows:
             if isinstance(stmt, ast.Return):
                 if loops and _reports_status(stmt.value) and not _is_step(unit.node):
                     return None  # ``return False, step`` out of the batch loop: a stop
+                if loops and self._returns_from_training(unit, stmt):
+                    return None  # the training function ends: a halt, as a raise would be
                 return self._return_kind(unit, stmt, tested)
             if isinstance(stmt, ast.Break) and loops and _sets_a_flag(branch, stmt):
                 return None  # ``valid = False; break``: the search ends, the flag decides
@@ -953,7 +976,7 @@ class Flows:
             if isinstance(stmt, ast.Continue | ast.Break) and inner:
                 continue
             if isinstance(stmt, ast.Continue | ast.Break) and loops:
-                return "skip", stmt
+                return ("late_skip" if self._after_the_update(unit, stmt) else "skip"), stmt
             if isinstance(stmt, ast.Pass) and len(branch) == 1 and (loops or unit.updates_after):
                 return "skip", stmt
             if isinstance(stmt, ast.Assign | ast.AnnAssign) and self._cleans_tested(
@@ -987,6 +1010,22 @@ class Flows:
         if any(isinstance(s, ast.Assign) and _constant_truth(s.value) is not None for s in branch):
             return None  # a flag is set: the reaction to it comes later
         return "go_on", owner
+
+    @staticmethod
+    def _after_the_update(unit: _Unit, stmt: ast.stmt) -> bool:
+        """Is ``stmt`` (a ``continue``) after its loop's optimizer step, with none after
+        it? The update is applied by then: what it leaves is the rest of the iteration."""
+        loops = [
+            node
+            for node in ast.walk(unit.node)
+            if isinstance(node, _LOOPS)
+            and node.lineno < stmt.lineno <= (node.end_lineno or node.lineno)
+        ]
+        if not loops or not unit.updates_after:
+            return False
+        loop = max(loops, key=lambda node: node.lineno)
+        steps = [line for line in unit.updates_after if loop.lineno <= line <= loop.end_lineno]
+        return bool(steps) and all(line < stmt.lineno for line in steps)
 
     def _return_kind(
         self, unit: _Unit, stmt: ast.Return, tested: set[str]
@@ -1041,8 +1080,10 @@ class Flows:
                     # only makes the value a select puts in
                     dotted = dotted_name(target) or ""
                     named = dotted.rsplit(".", 1)[-1]
-                    if vocab.names_gradients(named) or vocab.is_signal_name(named):
+                    if vocab.names_gradients(named):
                         return "zero"
+                    if vocab.is_signal_name(named):
+                        return "zero_value"  # ``loss = zeros_like(loss)``
                     if dotted.removeprefix("self.") in tested or any(
                         dotted == dotted_name(arg) for arg in value.args[:1]
                     ):
@@ -1579,6 +1620,11 @@ class Flows:
         """What a same-file function returns as flags (by tuple position, None: whole),
         reading its parameters as training signal."""
         if name in self._helper_memo:
+            return self._helper_memo[name]
+        imported = self.facts.imported.get(name)
+        if imported is not None:  # a helper of another module: what its summary says
+            tested = Route(0, f"{name}()", None, imported.scaling)
+            self._helper_memo[name] = {None: (tested, imported.polarity)} if imported.tests else {}
             return self._helper_memo[name]
         self._helper_memo[name] = {}
         found: dict[int | None, Flag] = {}

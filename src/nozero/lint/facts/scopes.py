@@ -11,7 +11,7 @@ answer never depends on which statements libcst was shown.
 from __future__ import annotations
 
 import ast
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
@@ -367,9 +367,22 @@ class FileFacts:
     """Lazy, memoized answers about training signal in one parsed file."""
 
     def __init__(
-        self, tree: ast.Module, source: str, aliases: dict[str, str], *, test_module: bool = False
+        self,
+        tree: ast.Module,
+        source: str,
+        aliases: dict[str, str],
+        *,
+        test_module: bool = False,
+        imported: Mapping[str, Any] | None = None,
     ) -> None:
         self.tree = tree
+        # helpers imported from the project, by local name: what their summaries say
+        # (``nozero.lint.summary.Helper``); a same-file definition of the name wins
+        self.imported = {
+            name: helper
+            for name, helper in (imported or {}).items()
+            if name not in self._functions_by_name
+        }
         self.source = source
         self.aliases = aliases
         self.test_module = test_module
@@ -419,7 +432,8 @@ class FileFacts:
         return by_name
 
     def defines_function(self, name: str) -> bool:
-        return name in self._functions_by_name
+        """A function of this file, or a helper imported from the project."""
+        return name in self._functions_by_name or name in self.imported
 
     def declares_setting(self, name: str) -> bool:
         """Does the file give the setting ``name`` a default (``zero_infinity: bool =
@@ -456,6 +470,8 @@ class FileFacts:
             name = func.attr
         else:
             return None
+        if isinstance(func, ast.Name) and name in self.imported:
+            return name
         return name if name in self._functions_by_name else None
 
     def dropped_calls(self, name: str) -> list[tuple[FunctionNode, int]]:
@@ -1206,6 +1222,8 @@ class FileFacts:
     def _helper(self, kind: str, name: str) -> bool:
         key = (kind, name)
         if key not in self._helper_memo:
+            if name in self.imported:
+                return self.imported[name].kinds[kind]
             self._helper_memo[key] = False  # recursion guard
             check = getattr(self, f"_{kind}")
             self._helper_memo[key] = any(check(fn) for fn in self._functions_by_name[name])
@@ -1277,6 +1295,8 @@ class FileFacts:
     def sanitized_parameters(self, name: str) -> list[tuple[int, str]]:
         """(position, name) of each parameter a same-file sanitizer cleans, so that a call
         counts only when it hands training signal to one of them."""
+        if name in self.imported:
+            return list(self.imported[name].cleans)
         if name in self._sanitized:
             return self._sanitized[name]
         self._sanitized[name] = []  # a helper calling itself, or two calling each other

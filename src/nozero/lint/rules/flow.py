@@ -26,7 +26,7 @@ class FlowRule(Rule):
 
 class SkipStepOnNonFinite(FlowRule):
     code = "NZ201"
-    kinds = frozenset({"skip", "skip_flag", "zero", "not_taken"})
+    kinds = frozenset({"skip", "skip_flag", "zero", "zero_value", "late_skip", "not_taken"})
     VALID = [
         Example("""\
             import math
@@ -341,6 +341,8 @@ class DynamicLossScaleSkip(FlowRule):
             "skip",
             "skip_flag",
             "zero",
+            "zero_value",
+            "late_skip",
             "not_taken",
             "replace",
             "drop",

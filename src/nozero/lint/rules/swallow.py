@@ -54,6 +54,70 @@ def _ends_run(handler: cst.ExceptHandler, ctx: Context) -> bool:
     )
 
 
+# What an ``except`` naming ``names`` catches, by the class a ``raise`` or check raises.
+_CATCHES_ALL = frozenset({"Exception", "BaseException"})
+
+
+def _catches(names: set[str], raised: str) -> bool:
+    return raised in names or bool(names & _CATCHES_ALL)
+
+
+def _tests_finiteness(node: cst.CSTNode, ctx: Context) -> bool:
+    """Does ``node`` test training signal for NaN/Inf (``isnan(loss)``, ``loss.isnan()``)?"""
+    for call in walk(node):
+        if isinstance(call, cst.Call) and ctx.called(call) in vocab.PREDICATES:
+            subjects = [a.value for a in call.args[:1]]
+            if isinstance(call.func, cst.Attribute):
+                subjects.append(call.func.value)
+            if any(ctx.is_signal(subject) for subject in subjects):
+                return True
+    return False
+
+
+def _raised_class(statement: cst.Raise, ctx: Context) -> str:
+    exc = statement.exc
+    if isinstance(exc, cst.Call):
+        exc = exc.func
+    return last_part(ctx.qualified(exc)) if exc is not None else ""
+
+
+def _own_failure(names: set[str], ctx: Context) -> str:
+    """What the ``try`` around the handler raises itself on a non-finite value and the
+    handler catches: a ``raise`` under a finiteness test, a finiteness ``assert``, or
+    ``detect_anomaly``'s error around ``backward()`` ('' when none)."""
+    parent = ctx.ancestors[-1] if ctx.ancestors else None
+    if not isinstance(parent, cst.Try):
+        return ""
+    for node in walk(parent.body):
+        if isinstance(node, cst.If) and _tests_finiteness(node.test, ctx):
+            for statement in walk(node.body):
+                if isinstance(statement, cst.Raise) and _catches(
+                    names, _raised_class(statement, ctx)
+                ):
+                    return "a raise on a non-finite value, caught by its own try"
+        if isinstance(node, cst.Assert) and _tests_finiteness(node.test, ctx):
+            if _catches(names, "AssertionError"):
+                return "a finiteness assertion, caught"
+        if isinstance(node, cst.WithItem) and isinstance(node.item, cst.Call):
+            if (
+                ctx.called(node.item) == vocab.ANOMALY_DETECTION
+                and _catches(names, "RuntimeError")
+                and _try_body_is_training(ctx)
+            ):
+                return "detect_anomaly's error, caught"
+    return ""
+
+
+def _always_raises(body: cst.BaseSuite, ctx: Context) -> bool:
+    """Does a statement of the handler's own body (not one under a condition, such as a
+    count of failures) raise?"""
+    statements = body.body if isinstance(body, cst.IndentedBlock) else [body]
+    for statement in statements:
+        if isinstance(statement, cst.SimpleStatementLine) and raises(statement, ctx):
+            return True
+    return False
+
+
 class SwallowedFloatingPointError(Rule):
     code = "NZ301"
     VALID = [
@@ -126,8 +190,14 @@ class SwallowedFloatingPointError(Rule):
     ]
 
     def visit_ExceptHandler(self, node: cst.ExceptHandler, ctx: Context) -> None:
-        caught = _caught_names(node, ctx) & vocab.NONFINITE_EXCEPTIONS
-        if not caught or raises(node, ctx) or _ends_run(node, ctx):
+        names = _caught_names(node, ctx)
+        caught = names & vocab.NONFINITE_EXCEPTIONS
+        if not caught:
+            own = _own_failure(names, ctx)
+            if own and ctx.in_loop() and not _always_raises(node.body, ctx):
+                ctx.report(node, self, own)
+            return
+        if raises(node, ctx) or _ends_run(node, ctx):
             return
         if "NonFiniteError" in caught or _try_body_is_training(ctx):
             ctx.report(node, self, ", ".join(sorted(caught)))

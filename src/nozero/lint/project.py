@@ -1,0 +1,373 @@
+"""A project's modules, summarised, and what one file sees of them through its imports.
+
+The project is the tree under the nearest directory holding ``pyproject.toml``,
+``setup.py``, ``setup.cfg`` or ``.git``. Every module with trigger text is summarised
+(``nozero.lint.summary``); summaries are cached by content hash, and a warm run costs
+one ``stat`` per module. A file is then linted with its ``View``: the helpers it imports
+from the project, and the switches it could turn on (the parameters of the functions
+and classes it imports, and the attributes and config keys that gate a reaction
+anywhere in the project). The view depends only on the file's text and the project's
+summaries, so one file and the whole tree, cold or warm, get the same findings.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import json
+import os
+import re
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from nozero.lint.cache import RACY_WINDOW_NS, code_fingerprint, write_json_atomically
+from nozero.lint.files import DEFAULT_EXCLUDE, FileFinder, compile_patterns, is_test_module
+from nozero.lint.prefilter import could_hold_finding
+from nozero.lint.summary import EMPTY, Helper, Summary, Switch, summarize
+
+MARKERS = ("pyproject.toml", "setup.py", "setup.cfg", ".git")
+# A switch and where its reaction is: (the switch, the reaction's file shown to the user).
+Route = tuple[Switch, str]
+
+
+def project_root(file: Path) -> Path | None:
+    """The nearest directory above ``file`` holding a project marker (None: no project)."""
+    for directory in file.parents:
+        if any((directory / marker).exists() for marker in MARKERS):
+            return directory
+    return None
+
+
+@dataclass(frozen=True)
+class View:
+    """What one file sees of its project: picklable, and hashed into its cache key."""
+
+    helpers: dict[str, Helper] = field(default_factory=dict)  # local name -> facts
+    calls: dict[str, tuple[Route, ...]] = field(default_factory=dict)  # callee -> switches
+    methods: dict[str, tuple[Route, ...]] = field(default_factory=dict)  # method name -> ...
+    keys: dict[str, tuple[Route, ...]] = field(default_factory=dict)  # key name -> ...
+
+    def __bool__(self) -> bool:
+        return bool(self.helpers or self.calls or self.methods or self.keys)
+
+    @property
+    def digest(self) -> str:
+        text = json.dumps(asdict(self), sort_keys=True, default=list)
+        return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
+
+
+class SummaryStore:
+    """Summaries by content hash, and each module's stat fingerprint, in one JSON file.
+    A module without any fact (most of them) is recorded with an empty hash."""
+
+    def __init__(self, directory: Path | None) -> None:
+        self.file = directory / f"project-{code_fingerprint()[:16]}.json" if directory else None
+        self.started_ns = time.time_ns()
+        self.dirty = False
+        self.files: dict[str, list] = {}
+        self.summaries: dict[str, list] = {}
+        # root -> [{directory: [mtime_ns, .gitignore's mtime_ns or -1]}, [module paths]]
+        self.listings: dict[str, list] = {}
+        if self.file is None:
+            return
+        try:
+            data = json.loads(self.file.read_text(encoding="utf-8"))
+            self.files, self.summaries = data["files"], data["summaries"]
+            self.listings = data.get("listings", {})
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            pass  # a missing or damaged store only costs time
+
+    def listing(self, root: Path) -> list[str]:
+        """The project's modules: walked once, then kept while no directory holding one
+        of them (nor its ``.gitignore``) has changed, which costs a ``stat`` per such
+        directory instead of reading every directory. Directories without a module
+        (checkpoints, logs a training run keeps writing) are not watched: a module that
+        appears in one is found when the next directory of the project changes."""
+        key = root.as_posix()
+        known = self.listings.get(key)
+        if known and all(_directory_stamp(d) == stamp for d, stamp in known[0].items()):
+            return known[1]
+        finder = FileFinder(compile_patterns(DEFAULT_EXCLUDE, root))  # .git, .venv, ...
+        files = [shown.as_posix() for shown in finder.find([root])]
+        holders = {key}
+        for file in files:
+            parent = file.rpartition("/")[0]
+            while parent not in holders and len(parent) > len(key):
+                holders.add(parent)
+                parent = parent.rpartition("/")[0]
+        stamps = {d: _directory_stamp(d) for d in finder.visited if d in holders}
+        if key in stamps:  # else the walk saw other names for the paths (links): no reuse
+            self.listings[key] = [stamps, files]
+            self.dirty = True
+        return files
+
+    def known(self, path: str, stat: os.stat_result) -> Summary | None:
+        """The summary of an unchanged module (same size and mtime), else None."""
+        entry = self.files.get(path)
+        if entry and entry[0] == stat.st_size and entry[1] == stat.st_mtime_ns:
+            return self._summary(entry[2])
+        return None
+
+    def _summary(self, digest: str) -> Summary | None:
+        if not digest:
+            return EMPTY
+        cached = self.summaries.get(digest)
+        return None if cached is None else Summary.from_json(cached)
+
+    def by_content(self, data: bytes) -> tuple[str, Summary | None]:
+        digest = hashlib.blake2b(data, digest_size=16).hexdigest()
+        return digest, self._summary(digest)
+
+    def record(self, path: str, stat: os.stat_result, digest: str, summary: Summary) -> None:
+        if summary == EMPTY:
+            digest = ""
+        elif digest not in self.summaries:
+            self.summaries[digest] = summary.to_json()
+            self.dirty = True
+        trusted = self.started_ns - stat.st_mtime_ns >= RACY_WINDOW_NS
+        entry = [stat.st_size, stat.st_mtime_ns, digest] if trusted else [-1, -1, digest]
+        if self.files.get(path) != entry:
+            self.files[path] = entry
+            self.dirty = True
+
+    def save(self) -> None:
+        if not (self.dirty and self.file):
+            return
+        used = {entry[2] for entry in self.files.values()}
+        summaries = {d: s for d, s in self.summaries.items() if d in used}
+        data = {"files": self.files, "summaries": summaries, "listings": self.listings}
+        write_json_atomically(self.file, data)
+        self.dirty = False
+
+
+def _directory_stamp(directory: str) -> list[int]:
+    """What changes when a directory's entries or its ``.gitignore`` do."""
+    try:
+        own = os.stat(directory).st_mtime_ns
+    except OSError:
+        return [-1, -1]
+    try:
+        ignore = os.stat(f"{directory}/.gitignore").st_mtime_ns
+    except OSError:
+        ignore = -1
+    return [own, ignore]
+
+
+def summarize_bytes(item: tuple[str, bytes]) -> list:
+    """The summary (as JSON data) of one module's bytes: run in worker processes."""
+    path, data = item
+    try:
+        source = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return EMPTY.to_json()
+    return summarize(source, path).to_json()
+
+
+# ``mapper(function, items)``: the results of ``function`` over ``items``, in order, maybe
+# computed in other processes.
+Mapper = Callable[[Callable[[tuple[str, bytes]], list], list[tuple[str, bytes]]], Iterable[list]]
+
+
+def _serial(function: Callable[[tuple[str, bytes]], list], items: list) -> Iterable[list]:
+    return map(function, items)
+
+
+class Project:
+    """The summaries of every module under ``root``."""
+
+    def __init__(self, root: Path, store: SummaryStore, mapper: Mapper = _serial) -> None:
+        self.root = root
+        self.modules: dict[str, Summary] = {}
+        missing: list[tuple[str, os.stat_result, str, bytes]] = []
+        for absolute in store.listing(root):
+            try:
+                stat = os.stat(absolute)
+                summary = store.known(absolute, stat)
+                if summary is not None:
+                    self.modules[absolute] = summary
+                    continue
+                data = Path(absolute).read_bytes()
+            except OSError:
+                continue
+            digest, summary = store.by_content(data)
+            if summary is None and not _may_hold_facts(absolute, data):
+                summary = EMPTY  # the screen every linted file passes first, done here
+            if summary is None:
+                missing.append((absolute, stat, digest, data))
+                continue
+            self.modules[absolute] = summary
+            store.record(absolute, stat, digest, summary)
+        found = mapper(summarize_bytes, [(path, data) for path, _, _, data in missing])
+        for (path, stat, digest, _), data in zip(missing, found, strict=True):
+            self.modules[path] = Summary.from_json(data)
+            store.record(path, stat, digest, self.modules[path])
+        self.modules = dict(sorted(self.modules.items()))
+        self.paths = frozenset(self.modules)
+        self.methods: dict[str, list[Route]] = {}
+        self.keys: dict[str, list[Route]] = {}
+        for path, summary in self.modules.items():
+            for switch in summary.switches:
+                table = self.methods if switch.kind == "method" else self.keys
+                if switch.kind in ("method", "key"):
+                    table.setdefault(switch.function or switch.name, []).append(
+                        (switch, self.shown(path))
+                    )
+        facts = [(p, s.to_json()) for p, s in self.modules.items() if s != EMPTY]
+        text = json.dumps(facts, default=list)
+        # changes when any module's summary does, and only then
+        self.digest = hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
+        # what can be imported (helpers, switches of functions and classes), and what is
+        # matched by name (methods' switches, attributes and config keys)
+        importable = sorted(
+            {n for s in self.modules.values() for n in (*s.helpers, *_callables(s))}
+        )
+        self.importable = bool(importable)
+        self._importable = frozenset(importable)
+        self._named = frozenset({*self.methods, *self.keys})
+
+    @property
+    def has_facts(self) -> bool:
+        return bool(self._importable or self._named)
+
+    def shown(self, path: str) -> str:
+        return os.path.relpath(path, self.root)
+
+    def view(self, path: Path, source: str) -> View:
+        """What ``source`` (the text of ``path``) sees of the project: only its import
+        statements are parsed, and the names matched across the project are screened
+        by a word search first."""
+        # one scan for the words of the text; names are then looked up, not searched
+        words = set(_WORD.findall(source)) & (self._named | self._importable)
+        helpers: dict[str, Helper] = {}
+        calls: dict[str, list[Route]] = {}
+        absolute = path.absolute().as_posix()
+        own = self.modules.get(absolute)
+        if own is not None:  # its own functions and classes, called in the same file
+            for name, switches in _callables(own).items():
+                if f"{name}(" in source:
+                    calls.setdefault(name, []).extend((s, self.shown(absolute)) for s in switches)
+        mentions = bool(words & self._importable)
+        for local, module, attribute in _imports(source) if mentions else ():
+            target = self._module_file(path, module)
+            if target is None or self.modules[target] == EMPTY:
+                continue
+            summary = self.modules[target]
+            where = self.shown(target)
+            if attribute is None:  # ``import pkg.mod as m``: ``m.f(...)``
+                for name, switches in _callables(summary).items():
+                    calls.setdefault(f"{local}.{name}", []).extend((s, where) for s in switches)
+                continue
+            if attribute in summary.helpers:
+                helpers[local] = summary.helpers[attribute]
+            switches = _callables(summary).get(attribute, [])
+            if switches:
+                calls.setdefault(local, []).extend((s, where) for s in switches)
+        if helpers and not could_hold_finding(source):
+            # without trigger text nothing is left to excuse: a raising helper changes
+            # no finding there, and would only send the file through the engine
+            helpers = {k: h for k, h in helpers.items() if h.tests or h.cleans}
+        return View(
+            helpers,
+            {k: tuple(v) for k, v in calls.items()},
+            {k: tuple(v) for k, v in self.methods.items() if k in words},
+            {k: tuple(v) for k, v in self.keys.items() if k in words},
+        )
+
+    def _module_file(self, path: Path, module: str) -> str | None:
+        """The project file a dotted module name (``.`` first: relative) stands for."""
+        level = len(module) - len(module.lstrip("."))
+        dotted = module[level:].replace(".", "/")
+        directory = path.absolute().parent.as_posix()
+        if level:
+            bases = [directory.rsplit("/", level - 1)[0] if level > 1 else directory]
+        else:
+            root = self.root.as_posix()
+            bases = [directory, root, f"{root}/src"]
+        for base in bases:
+            stem = f"{base}/{dotted}" if dotted else base
+            for candidate in (f"{stem}.py", f"{stem}/__init__.py"):
+                if candidate in self.paths:
+                    return candidate
+        return None
+
+
+def _may_hold_facts(path: str, data: bytes) -> bool:
+    return not is_test_module(path) and could_hold_finding(data.decode("utf-8", "replace"))
+
+
+def _callables(summary: Summary) -> dict[str, list[Switch]]:
+    found: dict[str, list[Switch]] = {}
+    for switch in summary.switches:
+        if switch.kind == "param":
+            found.setdefault(switch.function, []).append(switch)
+    return found
+
+
+_WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_IMPORT = re.compile(r"^[ \t]*(?:from[ \t]+[\w.]+[ \t]+import\b|import[ \t]+\w)", re.MULTILINE)
+
+
+def _imports(source: str) -> list[tuple[str, str, str | None]]:
+    """(local name, module, attribute or None) for each name an import statement binds,
+    the statements found by their first words and parsed alone (cheaper than the file)."""
+    found: list[tuple[str, str, str | None]] = []
+    for match in _IMPORT.finditer(source):
+        end = source.find("\n", match.end())
+        text = source[match.start() : len(source) if end < 0 else end]
+        while (text.rstrip().endswith("\\") or text.count("(") > text.count(")")) and end >= 0:
+            following = source.find("\n", end + 1)
+            text = source[match.start() : len(source) if following < 0 else following]
+            end = following
+        try:
+            statements = ast.parse(text.strip()).body
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            continue
+        for node in statements:
+            found += _bound(node)
+    return found
+
+
+def _bound(node: ast.stmt) -> list[tuple[str, str, str | None]]:
+    found: list[tuple[str, str, str | None]] = []
+    if isinstance(node, ast.Import):
+        found += [(a.asname or a.name, a.name, None) for a in node.names]
+    elif isinstance(node, ast.ImportFrom):
+        module = "." * node.level + (node.module or "")
+        for alias in node.names:
+            if alias.name == "*":
+                continue
+            local = alias.asname or alias.name
+            found.append((local, module, alias.name))  # a function or class of the module
+            joined = f"{module}{alias.name}" if not module.strip(".") else f"{module}.{alias.name}"
+            found.append((local, joined, None))  # or a module of the package
+    return found
+
+
+class Projects:
+    """The projects of the files one run lints, each summarised once."""
+
+    def __init__(self, cache_directory: Path | None, mapper: Mapper = _serial) -> None:
+        self.store = SummaryStore(cache_directory)
+        self.mapper = mapper
+        self._by_root: dict[Path, Project] = {}
+        self._roots: dict[Path, Path | None] = {}
+
+    def of(self, file: Path) -> Project | None:
+        """The project ``file`` belongs to, summarised on first use (None: none)."""
+        directory = file.absolute().parent
+        if directory not in self._roots:
+            self._roots[directory] = project_root(file.absolute())
+        root = self._roots[directory]
+        if root is None:
+            return None
+        if root not in self._by_root:
+            self._by_root[root] = Project(root, self.store, self.mapper)
+        return self._by_root[root]
+
+    def known(self) -> list[Project]:
+        return list(self._by_root.values())
+
+    def save(self) -> None:
+        self.store.save()

@@ -1,0 +1,318 @@
+"""What one module offers the rest of its project: a summary read from its own text.
+
+Per module-level function, whether it tests an argument for NaN/Inf and hands back the
+answer, cleans one (``nan_to_num``-like), or raises on a non-finite value; and each
+reaction to a non-finite value (a skip, a zeroing, a replacement, old state kept) that
+a switch gates: a parameter (``def fit(skip_nan=False)``), an attribute (``self.skip``,
+set from ``__init__``'s parameter) or a config key (``cfg.skip_nan``, ``cfg["skip"]``).
+Another module that imports the helper, or turns the switch on, is judged by this.
+
+A summary depends on the module's bytes only, so it is cached by content hash, and it is
+plain JSON data (workers receive it, the cache stores it).
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING
+
+from nozero.lint import prefilter, vocab
+from nozero.lint.files import is_test_module
+from nozero.lint.imports import child_statements
+
+if TYPE_CHECKING:
+    from nozero.lint.facts import FileFacts
+
+FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef
+
+
+@dataclass(frozen=True)
+class Helper:
+    """What a module-level function does with its arguments."""
+
+    tests: bool = False  # returns whether an argument is finite or not
+    cleans: tuple[tuple[int, str], ...] = ()  # (position, name) of each argument it cleans
+    raises: bool = False  # raises (or exits) on a non-finite value
+    signal: bool = False  # hands back training signal (a loss, gradients)
+    polarity: bool = True  # what it returns when the value is non-finite
+    scaling: bool = False  # its test is a dynamic loss scaler's overflow check
+
+    @property
+    def kinds(self) -> dict[str, bool]:
+        """Answers under the names ``FileFacts`` asks same-file helpers by."""
+        return {
+            "tests_parameter": self.tests,
+            "sanitizes_parameter": bool(self.cleans),
+            "raises_somewhere": self.raises,
+            "returns_signal": self.signal,
+        }
+
+
+@dataclass(frozen=True)
+class Switch:
+    """A setting that, when true, lets a reaction to a non-finite value happen.
+
+    ``kind``: ``param`` (a parameter of ``function``, at ``position`` after ``self``;
+    ``function`` is ``Class`` for a class's ``__init__``), ``method`` (a parameter of a
+    method, matched by the method's name) or ``key`` (an attribute or config key, matched
+    by name wherever it is set)."""
+
+    kind: str
+    function: str
+    name: str
+    position: int
+    line: int  # the reaction's line
+    reaction: str  # the reaction's kind (``skip``, ``zero`` ...)
+    scaling: bool
+
+
+@dataclass(frozen=True)
+class Summary:
+    helpers: dict[str, Helper] = field(default_factory=dict)
+    switches: tuple[Switch, ...] = ()
+
+    def to_json(self) -> list:
+        helpers = {name: asdict(h) for name, h in self.helpers.items()}
+        return [helpers, [asdict(s) for s in self.switches]]
+
+    @classmethod
+    def from_json(cls, data: list) -> Summary:
+        helpers = {
+            name: Helper(**{**h, "cleans": tuple(tuple(c) for c in h["cleans"])})
+            for name, h in data[0].items()
+        }
+        return cls(helpers, tuple(Switch(**s) for s in data[1]))
+
+
+EMPTY = Summary()
+# Words of a name that holds settings, and attributes that are a value's own properties.
+_SETTINGS_WORDS = frozenset(
+    {"cfg", "config", "conf", "configs", "args", "opts", "options", "hparams", "hp", "settings"}
+    | {"flags", "hyperparams", "params_cfg", "run", "trainer", "training_args"}
+)
+_VALUE_ATTRIBUTES = frozenset(
+    {"requires_grad", "grad", "data", "is_leaf", "shape", "dtype", "device", "is_cuda"}
+)
+# Switch names too plain to be matched by name across a project.
+_PLAIN_NAMES = frozenset(
+    {"enabled", "enable", "debug", "verbose", "training", "use_amp"}
+    # a model's mode, set wherever a model is built or run: no choice to hide NaNs
+    | {"is_training", "is_train", "do_train", "train_mode", "is_eval", "inference_mode"}
+)
+
+
+def summarize(source: str, path: str = "<module>") -> Summary:
+    """The summary of one module's text (an empty one when it cannot hold any fact; a
+    test module's code serves its tests only)."""
+    if is_test_module(path) or not prefilter.could_hold_finding(source):
+        return EMPTY
+    try:
+        tree = ast.parse(source, filename=path)
+        from nozero.lint.facts import file_facts  # the whole-file pass: only for trigger text
+
+        return summarize_facts(tree, source, file_facts(tree, source), path)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return EMPTY
+
+
+def summarize_facts(tree: ast.Module, source: str, facts: FileFacts, path: str) -> Summary:
+    """The summary, from the facts the file's own lint built (one parse for both)."""
+    if is_test_module(path) or not prefilter.could_hold_finding(source):
+        return EMPTY
+    helpers = {}
+    lines = source.splitlines()
+    for node in tree.body:
+        if (
+            isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
+            and not facts.in_test(node.lineno)
+            and prefilter.could_hold_finding("\n".join(lines[node.lineno - 1 : node.end_lineno]))
+        ):  # a helper about non-finite values holds a word for them
+            helper = _helper(facts, node.name)
+            if helper.tests or helper.cleans or helper.raises:
+                helpers[node.name] = helper
+    return Summary(helpers, tuple(_switches(tree, facts)))
+
+
+def _helper(facts: FileFacts, name: str) -> Helper:
+    from nozero.lint.facts import reactions
+
+    reactions(facts)  # builds the file's flows, which read what a function hands back
+    returned = facts.flows._helper_returns(name).get(None)
+    return Helper(
+        tests=returned is not None,
+        cleans=tuple(facts.sanitized_parameters(name)) if facts.is_sanitizer_helper(name) else (),
+        raises=facts.is_raising_helper(name),
+        signal=facts._helper_returns_signal(name),
+        polarity=returned[1] if returned else True,
+        scaling=returned[0].scaling if returned else False,
+    )
+
+
+# ---- switches -------------------------------------------------------------------------
+@dataclass
+class _Place:
+    """Where a statement sits: its class, function, and the tests that must be true."""
+
+    cls: ast.ClassDef | None
+    function: FunctionNode | None
+    tests: list[ast.expr]
+
+
+def _places(tree: ast.Module) -> dict[int, _Place]:
+    """First line of each statement -> its place (the ``if`` tests on the way in)."""
+    found: dict[int, _Place] = {}
+    stack: list[tuple[ast.AST, _Place]] = [(tree, _Place(None, None, []))]
+    while stack:
+        node, place = stack.pop()
+        for name in ("body", "orelse", "finalbody", "handlers", "cases"):
+            for child in getattr(node, name, ()):
+                inner = place
+                if isinstance(node, ast.If) and name == "body":
+                    inner = _Place(place.cls, place.function, [*place.tests, node.test])
+                elif isinstance(node, ast.If):
+                    inner = _Place(place.cls, place.function, place.tests)
+                if isinstance(child, ast.excepthandler | ast.match_case):
+                    stack.append((child, inner))
+                    continue
+                if not isinstance(child, ast.stmt):
+                    continue
+                found.setdefault(child.lineno, inner)
+                if isinstance(child, ast.ClassDef):
+                    stack.append((child, _Place(child, None, [])))
+                elif isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef):
+                    stack.append((child, _Place(inner.cls, child, [])))
+                else:
+                    stack.append((child, inner))
+    return found
+
+
+def switch_reference(operand: ast.expr, parameters: set[str]) -> tuple[str, str] | None:
+    """``(kind, name)`` when ``operand`` reads a setting plainly: a parameter, ``self.x``,
+    ``cfg.x``, ``cfg["x"]``, ``cfg.get("x")``, ``getattr(cfg, "x")``."""
+    if isinstance(operand, ast.Name):
+        return ("param", operand.id) if operand.id in parameters else None
+    if isinstance(operand, ast.Attribute):
+        if operand.attr in _VALUE_ATTRIBUTES or not _settings_holder(operand.value):
+            return None  # ``param.requires_grad``: a property of a value, no setting
+        return "key", operand.attr
+    if isinstance(operand, ast.Subscript) and _settings_holder(operand.value):
+        key = operand.slice
+        if isinstance(key, ast.Constant) and isinstance(key.value, str):
+            return "key", key.value
+        return None
+    if isinstance(operand, ast.Call) and operand.args:
+        first = operand.args[0]
+        func = operand.func
+        if isinstance(func, ast.Attribute) and func.attr == "get" and _settings_holder(func.value):
+            if isinstance(first, ast.Constant) and isinstance(first.value, str):
+                return "key", first.value
+        if isinstance(func, ast.Name) and func.id == "getattr" and len(operand.args) >= 2:
+            name = operand.args[1]
+            if isinstance(name, ast.Constant) and isinstance(name.value, str):
+                return "key", name.value
+    return None
+
+
+def _settings_holder(node: ast.expr) -> bool:
+    """Is ``node`` where settings live: ``self`` (``self.skip``, ``self.cfg``) or a name
+    for a configuration (``cfg``, ``args``, ``hparams``, ``self.config.train``)?"""
+    while isinstance(node, ast.Attribute):
+        if set(vocab.name_words(node.attr)) & _SETTINGS_WORDS:
+            return True
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return False
+    return node.id in ("self", "cls") or bool(set(vocab.name_words(node.id)) & _SETTINGS_WORDS)
+
+
+def _gating_operands(test: ast.expr) -> list[ast.expr]:
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+        return list(test.values)
+    return [test]
+
+
+def _positional(fn: FunctionNode) -> list[str]:
+    names = [a.arg for a in (*fn.args.posonlyargs, *fn.args.args)]
+    return names[1:] if names[:1] in (["self"], ["cls"]) else names
+
+
+def _switches(tree: ast.Module, facts: FileFacts) -> list[Switch]:
+    from nozero.lint.facts import reactions
+
+    places = _places(tree)
+    found: dict[tuple, Switch] = {}
+    for reaction in reactions(facts):
+        place = places.get(reaction.first)
+        if place is None or not place.tests:
+            continue
+        fn = place.function
+        if fn is not None and facts.in_test(fn.lineno):
+            continue
+        parameters = set(_positional(fn)) | {a.arg for a in fn.args.kwonlyargs} if fn else set()
+        flags = {reaction.route.flag} | set(reaction.route.looked_at)
+        for test in place.tests:
+            for operand in _gating_operands(test):
+                ref = switch_reference(operand, parameters)
+                if ref is None or ref[1] in flags:
+                    continue
+                for switch in _switch_records(ref, place, reaction, tree):
+                    found.setdefault((switch.kind, switch.function, switch.name), switch)
+    return list(found.values())
+
+
+def _switch_records(ref: tuple[str, str], place: _Place, reaction, tree) -> list[Switch]:  # noqa: ANN001
+    kind, name = ref
+    fn = place.function
+    common = {"line": reaction.line, "reaction": reaction.kind, "scaling": reaction.scaling}
+    if kind == "param" and fn is not None:
+        positional = _positional(fn)
+        position = positional.index(name) if name in positional else -1
+        if place.cls is None:
+            return [Switch("param", fn.name, name, position, **common)]
+        if fn.name == "__init__":
+            return [Switch("param", place.cls.name, name, position, **common)]
+        return [Switch("method", fn.name, name, position, **common)] if _specific(name) else []
+    records = [Switch("key", "", name, -1, **common)] if _specific(name) else []
+    if place.cls is not None:
+        for init in _inits(place.cls):
+            positional = _positional(init)
+            for target, value in _self_assignments(init):
+                if target == name and value in (
+                    *positional,
+                    *(a.arg for a in init.args.kwonlyargs),
+                ):
+                    position = positional.index(value) if value in positional else -1
+                    records.append(Switch("param", place.cls.name, value, position, **common))
+    return records
+
+
+def _specific(name: str) -> bool:
+    """A name specific enough to be matched across a project (``skip_nan_steps``)."""
+    return "_" in name.strip("_") and len(name) >= 6 and name not in _PLAIN_NAMES
+
+
+def _inits(cls: ast.ClassDef) -> list[FunctionNode]:
+    return [
+        node
+        for node in cls.body
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name == "__init__"
+    ]
+
+
+def _self_assignments(fn: FunctionNode) -> list[tuple[str, str]]:
+    """``self.x = name`` in ``fn``'s own statements: (``x``, ``name``)."""
+    found = []
+    stack: list[ast.AST] = [fn]
+    while stack:
+        node = stack.pop()
+        stack.extend(child_statements(node))
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Name):
+            for target in node.targets:
+                if (
+                    isinstance(target, ast.Attribute)
+                    and isinstance(target.value, ast.Name)
+                    and target.value.id == "self"
+                ):
+                    found.append((target.attr, node.value.id))
+    return found

@@ -1,0 +1,449 @@
+"""Project-wide facts: a switch defined in one module and turned on in another, and
+helpers with plain names imported from another module of the same project.
+
+Each case is a small multi-module project written as real files (with a
+``pyproject.toml`` marking its root) and linted with the real command. Every finding of
+the case is listed: the reaction where the switch is defined is reported as before, and
+the switch turned on elsewhere is reported AT THE TURNING-ON LINE. Look-alikes must stay
+clean. The findings are the same for the whole tree and for each file alone, with and
+without the cache.
+"""
+
+from __future__ import annotations
+
+import re
+import textwrap
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from .conftest import write
+
+FINDING = re.compile(r"^(?P<path>[^:]+):(?P<line>\d+):\d+: (?P<code>NZ\d+) (?P<message>.*)$")
+
+
+@dataclass(frozen=True)
+class Project:
+    name: str
+    files: dict[str, str]
+    expected: frozenset[tuple[str, int, str]]  # (path, line, code)
+
+
+def project(name: str, files: dict[str, str], *expected: tuple[str, int, str]) -> Project:
+    return Project(
+        name, {p: textwrap.dedent(text) for p, text in files.items()}, frozenset(expected)
+    )
+
+
+TORCH_FIT = """\
+    import torch
+
+    def fit(model, loader, optimizer, skip_nan_batches=False):
+        for batch in loader:
+            loss = model(batch)
+            if skip_nan_batches and torch.isnan(loss):
+                continue
+            loss.backward()
+            optimizer.step()
+    """
+
+TORCH_TRAINER = """\
+    import torch
+
+    class Trainer:
+        def __init__(self, model, skip_bad_steps=False, config=None):
+            self.model = model
+            self.skip_bad = skip_bad_steps
+            self.config = config
+
+        def step(self, batch):
+            loss = self.model(batch)
+            if self.skip_bad and not torch.isfinite(loss):
+                return None
+            loss.backward()
+            self.optimizer.step()
+            return loss
+    """
+
+TORCH_CONFIG_GATE = """\
+    import torch
+
+    def train_step(model, batch, optimizer, cfg):
+        loss = model(batch)
+        loss.backward()
+        if cfg.get("zero_nan_grads") and torch.isnan(loss):
+            optimizer.zero_grad()
+        optimizer.step()
+    """
+
+JAX_STEP = """\
+    import jax
+    import jax.numpy as jnp
+
+    def train_step(params, opt_state, batch, config):
+        loss, grads = jax.value_and_grad(loss_fn)(params, batch)
+        if config.skip_nonfinite_updates and not jnp.isfinite(loss):
+            return params, opt_state
+        updates, opt_state = tx.update(grads, opt_state)
+        return optax.apply_updates(params, updates), opt_state
+    """
+
+CASES = [
+    project(
+        "torch: a keyword of an imported function",
+        {
+            "trainer.py": TORCH_FIT,
+            "train.py": """\
+                from trainer import fit
+
+                def main(model, loader, optimizer):
+                    fit(model, loader, optimizer,
+                        skip_nan_batches=True)
+                """,
+        },
+        ("trainer.py", 7, "NZ201"),
+        ("train.py", 5, "NZ201"),
+    ),
+    project(
+        "torch: a class's __init__ switch, positional, through a package",
+        {
+            "nets/__init__.py": "",
+            "nets/engine.py": TORCH_TRAINER,
+            "scripts/run.py": """\
+                from nets.engine import Trainer
+
+                trainer = Trainer(build_model(), True)
+                """,
+        },
+        ("nets/engine.py", 12, "NZ201"),
+        ("scripts/run.py", 3, "NZ201"),
+    ),
+    project(
+        "torch: a module imported under another name, relative import",
+        {
+            "pkg/__init__.py": "",
+            "pkg/loop.py": TORCH_FIT,
+            "pkg/main.py": """\
+                from . import loop as training
+
+                def run(model, loader, optimizer):
+                    training.fit(model, loader, optimizer, skip_nan_batches=1)
+                """,
+        },
+        ("pkg/loop.py", 7, "NZ201"),
+        ("pkg/main.py", 4, "NZ201"),
+    ),
+    project(
+        "config module: a dict entry and a dict() keyword",
+        {
+            "src/proj/step.py": TORCH_CONFIG_GATE,
+            "configs/default.py": """\
+                LR = 3e-4
+                CONFIG = {
+                    "lr": LR,
+                    "zero_nan_grads": True,
+                }
+                SMALL = dict(lr=1e-3, zero_nan_grads=True)
+                """,
+        },
+        ("src/proj/step.py", 7, "NZ201"),
+        ("configs/default.py", 4, "NZ201"),
+        ("configs/default.py", 6, "NZ201"),
+    ),
+    project(
+        "JAX: a config attribute, a dataclass default and an assignment",
+        {
+            "jaxtrain/step.py": JAX_STEP,
+            "jaxtrain/config.py": """\
+                import dataclasses
+
+                @dataclasses.dataclass
+                class Config:
+                    learning_rate: float = 1e-3
+                    skip_nonfinite_updates: bool = True
+
+                def debug_config():
+                    config = Config()
+                    config.skip_nonfinite_updates = True
+                    return config
+                """,
+        },
+        ("jaxtrain/step.py", 7, "NZ201"),
+        ("jaxtrain/config.py", 6, "NZ201"),
+        ("jaxtrain/config.py", 10, "NZ201"),
+    ),
+    project(
+        "a finiteness test with a plain name, imported",
+        {
+            "common/__init__.py": "",
+            "common/checks.py": """\
+                import torch
+
+                def bad(value):
+                    return not torch.isfinite(value).all()
+                """,
+            "train.py": """\
+                from common.checks import bad
+
+                def run(model, loader, optimizer):
+                    for batch in loader:
+                        loss = model(batch)
+                        if bad(loss):
+                            continue
+                        loss.backward()
+                        optimizer.step()
+                """,
+        },
+        ("train.py", 7, "NZ201"),
+    ),
+    project(
+        "a cleaning helper with a plain name, imported",
+        {
+            "utils.py": """\
+                import torch
+
+                def fix(values):
+                    return torch.where(torch.isfinite(values), values, torch.zeros_like(values))
+                """,
+            "train.py": """\
+                from utils import fix
+
+                def run(model, batch, optimizer):
+                    loss = model(batch)
+                    loss.backward()
+                    for p in model.parameters():
+                        p.grad = fix(p.grad)
+                    optimizer.step()
+                """,
+        },
+        ("train.py", 7, "NZ101"),
+    ),
+    project(
+        "a method's keyword, matched by the method's name",
+        {
+            "lib/runner.py": """\
+                import torch
+
+                class Runner:
+                    def fit(self, loader, skip_nonfinite_loss=False):
+                        for batch in loader:
+                            loss = self.model(batch)
+                            if skip_nonfinite_loss and not torch.isfinite(loss):
+                                continue
+                            loss.backward()
+                            self.optimizer.step()
+                """,
+            "main.py": """\
+                def main(runner, loader):
+                    runner.fit(loader, skip_nonfinite_loss=True)
+                """,
+        },
+        ("lib/runner.py", 8, "NZ201"),
+        ("main.py", 2, "NZ201"),
+    ),
+]
+
+LOOK_ALIKES = [
+    project(
+        "a switch turned off, and a strict switch that raises",
+        {
+            "trainer.py": """\
+                import torch
+
+                def fit(model, loader, optimizer, strict_nan_check=False):
+                    for batch in loader:
+                        loss = model(batch)
+                        if strict_nan_check and torch.isnan(loss):
+                            raise FloatingPointError("nan loss")
+                        loss.backward()
+                        optimizer.step()
+                """,
+            "train.py": """\
+                from trainer import fit
+
+                fit(model, loader, optimizer, strict_nan_check=True)
+                CONFIG = {"strict_nan_check": True}
+                """,
+        },
+    ),
+    project(
+        "an imported test whose answer stops training",
+        {
+            "checks.py": """\
+                import torch
+
+                def bad(value):
+                    return not torch.isfinite(value).all()
+                """,
+            "train.py": """\
+                from checks import bad
+
+                def run(model, loader, optimizer):
+                    for batch in loader:
+                        loss = model(batch)
+                        if bad(loss):
+                            raise FloatingPointError(f"non-finite loss {loss}")
+                        loss.backward()
+                        optimizer.step()
+                """,
+        },
+    ),
+    project(
+        "an imported helper that cleans nothing, and one that cleans the inputs",
+        {
+            "utils.py": """\
+                import torch
+
+                def fix(values):
+                    return values * 2
+
+                def clean_inputs(x):
+                    return torch.nan_to_num(x)
+                """,
+            "train.py": """\
+                from utils import fix, clean_inputs
+
+                def run(model, batch, optimizer):
+                    x = clean_inputs(batch.x)
+                    loss = model(x)
+                    loss.backward()
+                    for p in model.parameters():
+                        p.grad = fix(p.grad)
+                    optimizer.step()
+                """,
+        },
+    ),
+    project(
+        "a switch turned on in a test module, and a same-named key of another project",
+        {
+            "trainer.py": TORCH_FIT,
+            "tests/test_trainer.py": """\
+                from trainer import fit
+
+                def test_fit_skips():
+                    fit(model, loader, optimizer, skip_nan_batches=True)
+                """,
+        },
+        ("trainer.py", 7, "NZ201"),
+    ),
+]
+
+
+LOOK_ALIKES.append(
+    project(
+        "a value's own attribute gating a reaction is no switch",
+        {
+            "engine.py": """\
+                import torch
+
+                def drop_bad_grads(model):
+                    for param in model.parameters():
+                        if param.requires_grad and param.grad is not None:
+                            if not torch.isfinite(param.grad).all():
+                                param.grad = None
+                """,
+            "model.py": """\
+                def unfreeze(encoder):
+                    for param in encoder.parameters():
+                        param.requires_grad = True
+                """,
+        },
+        ("engine.py", 7, "NZ201"),
+    )
+)
+
+
+def _write_project(root: Path, case: Project) -> None:
+    write(root / "pyproject.toml", "[project]\nname = 'case'\n")
+    for path, text in case.files.items():
+        write(root / path, text)
+
+
+def _findings(out: str, root: Path) -> set[tuple[str, int, str]]:
+    found = set()
+    for line in out.splitlines():
+        match = FINDING.match(line)
+        assert match, line
+        path = Path(match["path"]).resolve().relative_to(root.resolve()).as_posix()
+        found.add((path, int(match["line"]), match["code"]))
+    return found
+
+
+@pytest.mark.parametrize("case", CASES + LOOK_ALIKES, ids=lambda c: c.name)
+def test_every_case_is_found_at_the_turning_on_line(case, lint, tmp_path):
+    root = tmp_path / "project"
+    _write_project(root, case)
+    tree = lint(str(root), "--no-cache")
+    assert tree.code == (1 if case.expected else 0), tree.err
+    assert _findings(tree.out, root) == case.expected
+
+
+@pytest.mark.parametrize("case", CASES[:5] + CASES[6:7], ids=lambda c: c.name)
+def test_one_file_or_the_tree_with_or_without_the_cache_agree(case, lint, tmp_path):
+    root = tmp_path / "project"
+    _write_project(root, case)
+    cache = str(tmp_path / "cache")
+    expected = case.expected
+    assert _findings(lint(str(root), "--no-cache").out, root) == expected
+    for path in case.files:  # each file alone, as pre-commit lints a changed file
+        alone = {f for f in expected if f[0] == path}
+        assert _findings(lint(str(root / path), "--no-cache").out, root) == alone
+        assert _findings(lint(str(root / path), "--cache-dir", cache).out, root) == alone
+    assert _findings(lint(str(root), "--cache-dir", cache).out, root) == expected  # warm
+    for path in case.files:
+        alone = {f for f in expected if f[0] == path}
+        assert _findings(lint(str(root / path), "--cache-dir", cache).out, root) == alone
+
+
+def test_a_changed_module_changes_what_its_importers_are_told(lint, tmp_path):
+    """The switch's module edited so that the switch raises instead: the warm cache must
+    not keep reporting the call that turns it on."""
+    root = tmp_path / "project"
+    _write_project(root, CASES[0])
+    cache = str(tmp_path / "cache")
+    first = lint(str(root / "train.py"), "--cache-dir", cache)
+    assert _findings(first.out, root) == {("train.py", 5, "NZ201")}
+    trainer = root / "trainer.py"
+    trainer.write_text(trainer.read_text().replace("continue", "raise FloatingPointError"))
+    again = lint(str(root / "train.py"), "--cache-dir", cache)
+    assert again.code == 0 and _findings(again.out, root) == set()
+    assert lint(str(root), "--cache-dir", cache).code == 0
+
+
+def test_the_route_names_the_switch_and_the_reaction(lint, tmp_path):
+    root = tmp_path / "project"
+    _write_project(root, CASES[3])
+    result = lint(str(root / "configs" / "default.py"), "--no-cache")
+    messages = [FINDING.match(line)["message"] for line in result.lines()]
+    assert messages and all(
+        "zero_nan_grads turned on here" in m and "src/proj/step.py:7" in m for m in messages
+    ), messages
+
+
+def test_a_module_added_after_a_warm_run_is_summarised(lint, tmp_path):
+    root = tmp_path / "project"
+    _write_project(root, CASES[0])
+    trainer = root / "trainer.py"
+    source = trainer.read_text()
+    trainer.unlink()
+    cache = str(tmp_path / "cache")
+    assert _findings(lint(str(root / "train.py"), "--cache-dir", cache).out, root) == set()
+    write(root / "trainer.py", source)  # a new module: its directory changes
+    again = lint(str(root / "train.py"), "--cache-dir", cache)
+    assert _findings(again.out, root) == {("train.py", 5, "NZ201")}
+
+
+def test_a_models_mode_is_no_switch(lint, tmp_path):
+    """``is_training`` is set wherever a model runs: a reaction gated on it is reported
+    where it is, and setting the mode elsewhere turns nothing on."""
+    root = tmp_path / "project"
+    case = project(
+        "mode",
+        {
+            "step.py": TORCH_CONFIG_GATE.replace('cfg.get("zero_nan_grads")', "cfg.is_training"),
+            "run.py": "CONFIG = dict(is_training=True)\n",
+        },
+    )
+    _write_project(root, case)
+    assert _findings(lint(str(root), "--no-cache").out, root) == {("step.py", 7, "NZ201")}
