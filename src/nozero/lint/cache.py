@@ -32,6 +32,13 @@ RACY_WINDOW_NS = 2_000_000_000
 Row = list  # [line, col, code, message, end_line]
 
 
+def file_entry(started_ns: int, stat: os.stat_result, digest: str) -> list[int | str]:
+    """A file's fingerprint row: size, mtime and content digest; a file changed within
+    ``RACY_WINDOW_NS`` of the run's start keeps only its digest, so it is hashed again."""
+    trusted = started_ns - stat.st_mtime_ns >= RACY_WINDOW_NS
+    return [stat.st_size, stat.st_mtime_ns, digest] if trusted else [-1, -1, digest]
+
+
 def content_hash(data: bytes) -> str:
     return hashlib.blake2b(data, digest_size=16).hexdigest()
 
@@ -107,8 +114,7 @@ class Cache:
             self.dirty = True
         if path is None or stat is None:
             return
-        trusted = self.started_ns - stat.st_mtime_ns >= RACY_WINDOW_NS
-        entry = [stat.st_size, stat.st_mtime_ns, digest] if trusted else [-1, -1, digest]
+        entry = file_entry(self.started_ns, stat, digest)
         if self.files.get(path) != entry:
             self.files[path] = entry
             self.dirty = True

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from nozero.lint.cache import RACY_WINDOW_NS, code_fingerprint, write_json_atomically
+from nozero.lint.cache import code_fingerprint, file_entry, write_json_atomically
 from nozero.lint.files import DEFAULT_EXCLUDE, FileFinder, compile_patterns, is_test_module
 from nozero.lint.prefilter import could_hold_finding
 from nozero.lint.summary import EMPTY, Helper, Summary, Switch, summarize
@@ -126,8 +126,7 @@ class SummaryStore:
         elif digest not in self.summaries:
             self.summaries[digest] = summary.to_json()
             self.dirty = True
-        trusted = self.started_ns - stat.st_mtime_ns >= RACY_WINDOW_NS
-        entry = [stat.st_size, stat.st_mtime_ns, digest] if trusted else [-1, -1, digest]
+        entry = file_entry(self.started_ns, stat, digest)
         if self.files.get(path) != entry:
             self.files[path] = entry
             self.dirty = True

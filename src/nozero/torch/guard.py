@@ -11,6 +11,7 @@ the parameters and optimizer state are still those of the last good step.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable
 from typing import Any
@@ -321,3 +322,26 @@ class Guard:
             after=after,
         )
         return GuardHalt(step, host.loss, host.grad_norm, context)
+
+
+@dataclasses.dataclass(frozen=True)
+class GuardSettings:
+    """The settings a framework callback gives every guard it builds (one per optimizer)."""
+
+    sync_every: int = 16
+    max_scaler_skips: int = MAX_SCALER_SKIPS
+    min_scale: float = MIN_SCALE
+
+    def __post_init__(self) -> None:
+        if int(self.sync_every) < 1:
+            raise ValueError(f"sync_every must be >= 1, got {self.sync_every}")
+
+    def guard(self, optimizer: torch.optim.Optimizer, **options: Any) -> Guard:
+        """A :class:`Guard` over ``optimizer`` with these settings and ``options``."""
+        return Guard(
+            optimizer,
+            int(self.sync_every),
+            max_scaler_skips=self.max_scaler_skips,
+            min_scale=self.min_scale,
+            **options,
+        )

@@ -25,7 +25,7 @@ from typing import Any
 import torch
 from transformers import TrainerCallback, TrainerControl, TrainerState, TrainingArguments
 
-from nozero.torch.guard import Guard
+from nozero.torch.guard import Guard, GuardSettings
 from nozero.torch.halt import GuardHalt
 from nozero.torch.scaling import MAX_SCALER_SKIPS, MIN_SCALE
 
@@ -45,11 +45,7 @@ class NonFiniteGuard(TrainerCallback):
         max_scaler_skips: int = MAX_SCALER_SKIPS,
         min_scale: float = MIN_SCALE,
     ) -> None:
-        if int(sync_every) < 1:
-            raise ValueError(f"sync_every must be >= 1, got {sync_every}")
-        self.sync_every = int(sync_every)
-        self.max_scaler_skips = max_scaler_skips
-        self.min_scale = min_scale
+        self.settings = GuardSettings(sync_every, max_scaler_skips, min_scale)
         self.guard: Guard | None = None
         self._losses: list[torch.Tensor] = []
         self._inputs: Any = None
@@ -99,12 +95,9 @@ class NonFiniteGuard(TrainerCallback):
     ) -> None:
         if self.guard is None:
             inner = getattr(optimizer, "optimizer", optimizer)  # accelerate's wrapper
-            self.guard = Guard(
+            self.guard = self.settings.guard(
                 inner,
-                self.sync_every,
                 scaler=getattr(optimizer, "scaler", None),
-                max_scaler_skips=self.max_scaler_skips,
-                min_scale=self.min_scale,
                 model=self._model,
                 first_step=state.global_step,
                 max_grad_norm=self._max_grad_norm,

@@ -16,7 +16,7 @@ from typing import Any
 
 import torch
 
-from nozero.torch.guard import Guard
+from nozero.torch.guard import Guard, GuardSettings
 from nozero.torch.scaling import MAX_SCALER_SKIPS, MIN_SCALE
 
 try:
@@ -40,23 +40,16 @@ class NonFiniteGuard(pl.Callback):
         max_scaler_skips: int = MAX_SCALER_SKIPS,
         min_scale: float = MIN_SCALE,
     ) -> None:
-        if int(sync_every) < 1:
-            raise ValueError(f"sync_every must be >= 1, got {sync_every}")
-        self.sync_every = int(sync_every)
-        self.max_scaler_skips = max_scaler_skips
-        self.min_scale = min_scale
+        self.settings = GuardSettings(sync_every, max_scaler_skips, min_scale)
         self.guards: dict[int, Guard] = {}
         self._batch: Any = None
 
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         scaler = getattr(trainer.precision_plugin, "scaler", None)
         self.guards = {
-            id(opt): Guard(
+            id(opt): self.settings.guard(
                 opt,
-                self.sync_every,
                 scaler=scaler,
-                max_scaler_skips=self.max_scaler_skips,
-                min_scale=self.min_scale,
                 model=pl_module,
                 first_step=trainer.global_step,
             )
