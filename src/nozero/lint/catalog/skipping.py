@@ -1,0 +1,107 @@
+"""NZ2xx rules' metadata: a step or a batch skipped on a non-finite value."""
+
+from __future__ import annotations
+
+from nozero.lint.catalog.entry import RuleEntry
+
+ENTRIES: tuple[RuleEntry, ...] = (
+    RuleEntry(
+        code="NZ201",
+        name="skip-step-on-non-finite",
+        message="a non-finite loss/gradient check skips the step instead of raising",
+        default=True,
+        doc="""\
+## What it flags
+A step left when the loss or a gradient is non-finite. nozero follows the finiteness
+fact from where it is established to where training reacts to it.
+
+The fact is a test (`isnan`, `isinf`, `isfinite`, `x != x`, `x == inf`,
+`tf.math.is_nan`). Or it is a flag holding one: `ok = ...`, `self.bad = ...`, a
+same-file helper's tuple result, an `all_reduce`d or `.item()`ed flag, or `skip = True`
+set where a test failed.
+
+The reaction is one of these:
+
+- `continue`, `break` or `pass`;
+- a `return` of the old state, or of nothing;
+- the optimizer step taken only when finite;
+- the gradients zeroed (`zero_grad()`, `p.grad = None`, `zero_()`, `fill_(0)`, a `cond`
+  whose other branch returns zeros);
+- a mark named for skipping (`self.skip_next_update = True`) that another method or a
+  framework's loop skips on.
+
+One branch raising does not excuse another that goes on. The finding is at the
+reaction. Its message names the route, e.g. `bad set at line 12 from isnan(loss); the
+step is skipped here`.
+
+## Why it is harmful
+Skipping hides the bad step: the data or the bug that produced it is never looked at, and
+if it happens on every step the run "trains" for hours without learning anything.
+
+## Example
+```python
+import torch
+
+for step, batch in enumerate(loader):
+    loss = model(batch)
+    if torch.isnan(loss):
+        optimizer.zero_grad()
+        continue
+    loss.backward()
+    optimizer.step()
+```
+
+## Use instead
+Raise on the first non-finite loss or gradient norm:
+```python
+import torch
+
+from nozero import check_finite
+
+grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm=1.0)
+check_finite(step, loss, grad_norm)
+optimizer.step()
+```
+`check_finite` raises `nozero.NonFiniteError`, which carries the step and both values.
+""",
+    ),
+    RuleEntry(
+        code="NZ202",
+        name="continue-past-non-finite",
+        message="a non-finite loss/gradient check does not stop training",
+        default=True,
+        doc="""\
+## What it flags
+A finiteness test of the loss or gradients whose branch neither raises nor skips. It
+sits in code that trains (a loop over batches, an optimizer step). It only logs or
+counts, so the loop goes on with the next batch. Passing the flag to a log call records
+nothing.
+
+The same holds for a check moved into a helper (`self.check_loss(loss)`) whose answer
+the training code drops before it steps. A warning lets the first non-finite steps
+through. So does a count that raises only once a patience runs out.
+
+## Why it is harmful
+A warning in a log is not investigation: the run continues past the bad step, and the
+first non-finite step, the one that matters, scrolls away.
+
+## Example
+```python
+for step, batch in enumerate(loader):
+    loss = train_step(batch)
+    if not math.isfinite(loss):
+        logger.warning("non-finite loss at %d", step)
+```
+
+## Use instead
+Raise the documented error (`nozero.check_finite`) at the first non-finite step.
+```python
+from nozero import check_finite
+
+for step, batch in enumerate(loader):
+    loss, grad_norm = train_step(batch)
+    check_finite(step, loss, grad_norm)
+```
+""",
+    ),
+)

@@ -1,0 +1,80 @@
+"""NZ3xx rules' metadata: an error about a non-finite value caught and passed over."""
+
+from __future__ import annotations
+
+from nozero.lint.catalog.entry import RuleEntry
+
+ENTRIES: tuple[RuleEntry, ...] = (
+    RuleEntry(
+        code="NZ301",
+        name="swallowed-floating-point-error",
+        message="except clause catches the non-finite failure and training goes on",
+        default=True,
+        doc="""\
+## What it flags
+`except FloatingPointError` / `ArithmeticError` around code that
+touches loss or gradients, and `except NonFiniteError` anywhere, whose handler does not
+raise again.
+
+## Why it is harmful
+`np.errstate(all="raise")`, `torch.autograd.detect_anomaly()` or `nozero.check_finite`
+turned the NaN into an exception precisely so that training stops; catching it and
+moving on undoes that.
+
+## Example
+```python
+for batch in loader:
+    try:
+        loss = train_step(batch)
+    except FloatingPointError:
+        continue
+```
+
+## Use instead
+Let the exception propagate, or re-raise it after saving what helps the investigation:
+```python
+for batch in loader:
+    try:
+        loss = train_step(batch)
+    except FloatingPointError:
+        save_for_inspection(batch)
+        raise
+```
+""",
+    ),
+    RuleEntry(
+        code="NZ302",
+        name="inspected-runtime-error",
+        message="except clause inspects a non-finite error message and training goes on",
+        default=True,
+        doc="""\
+## What it flags
+`except RuntimeError` (or `Exception`, `BaseException`) whose handler looks for "nan",
+"inf" or "non-finite" in the message and, in that branch, does not raise. The message
+test is a string literal that starts with the word, as in `"nan" in str(err)`.
+
+## Why it is harmful
+Frameworks report non-finite values as `RuntimeError` (`detect_anomaly`,
+`clip_grad_norm_(error_if_nonfinite=True)`, the documented nozero error). Matching the
+message to carry on is a hand-written "skip the NaN step".
+
+## Example
+```python
+for batch in loader:
+    try:
+        train_step(batch)
+    except RuntimeError as err:
+        if "nan" in str(err).lower():
+            continue
+        raise
+```
+
+## Use instead
+Let the error propagate.
+```python
+for batch in loader:
+    train_step(batch)
+```
+""",
+    ),
+)
