@@ -1,0 +1,248 @@
+"""Sources of finiteness facts: what an expression says about finiteness.
+
+``flag_of`` turns a test (``isnan(loss)``, ``g != g``, ``found_inf``, a flag or a
+same-file helper's return) into a ``Flag``; this is where a new source is read.
+One part of ``flows.Flows``, which mixes it in.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import functools
+
+from nozero.lint import vocab
+from nozero.lint.facts import sources
+from nozero.lint.facts.flow_helpers import (
+    _COMPARISON_CALLS,
+    _fill_truth,
+    _is_inf,
+    _names,
+    _optimizer_report,
+    _short,
+)
+from nozero.lint.facts.flow_types import Flag, Route, _Unit
+from nozero.lint.facts.scopes import (
+    FunctionNode,
+    Scope,
+    parameter_names,
+    self_comparable,
+    source_segment,
+)
+from nozero.lint.imports import dotted_name, last_part
+from nozero.lint.scaling import SKIP_REPORTS
+
+
+class FlagsPart:
+    """Reading a finiteness fact, with its route and polarity, from an expression."""
+
+    # ---- what an expression says about finiteness --------------------------------
+    def flag_of(self, unit: _Unit, expr: ast.expr, extra: set[str] | None = None) -> Flag | None:
+        extra = extra or set()
+        if isinstance(expr, ast.Name | ast.Attribute):
+            key = dotted_name(expr)
+            if key and key in unit.env:
+                return unit.env[key]
+            if isinstance(expr, ast.Attribute) and expr.attr in sources.BAD_FLAG_NAMES:
+                scaler = unit.scaling or expr.attr in SKIP_REPORTS or _optimizer_report(expr)
+                route = Route(expr.lineno, _short(self.text, expr), None, scaler, by_name=True)
+                return route, True
+            if isinstance(expr, ast.Attribute) and expr.attr in ("any", "all"):
+                return self.flag_of(unit, expr.value, extra)
+            return None
+        if isinstance(expr, ast.UnaryOp) and isinstance(expr.op, ast.Not | ast.Invert):
+            found = self.flag_of(unit, expr.operand, extra)
+            return (found[0], not found[1]) if found else None
+        if isinstance(expr, ast.BoolOp) or (
+            isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.BitAnd | ast.BitOr)
+        ):
+            parts = expr.values if isinstance(expr, ast.BoolOp) else [expr.left, expr.right]
+            flags = [f for f in (self.flag_of(unit, part, extra) for part in parts) if f]
+            pool = [f for f in flags if not f[0].weak] or flags
+            if not pool:
+                return None
+            both = isinstance(expr.op, ast.And | ast.BitAnd)
+            # ``not actor_overflow and critic_overflow`` holds only when the critic's
+            # values are not finite: a part true on a non-finite value decides a conjunction
+            return next((f for f in pool if f[1]), pool[0]) if both else pool[0]
+        if isinstance(expr, ast.Compare):
+            return self._compare(unit, expr, extra)
+        if isinstance(expr, ast.Call):
+            return self._call_flag(unit, expr, extra)
+        if isinstance(expr, ast.Subscript):
+            return self.flag_of(unit, expr.value, extra)
+        if isinstance(expr, ast.NamedExpr):
+            return self.flag_of(unit, expr.value, extra)
+        if isinstance(expr, ast.GeneratorExp | ast.ListComp):
+            return self.flag_of(unit, expr.elt, extra)
+        if isinstance(expr, ast.List | ast.Tuple) and len(expr.elts) == 1:
+            return self.flag_of(unit, expr.elts[0], extra)  # ``torch.tensor([found_inf])``
+        return None
+
+    def _compare(self, unit: _Unit, expr: ast.Compare, extra: set[str]) -> Flag | None:
+        left, op, right = expr.left, expr.ops[0], expr.comparators[0]
+        if len(expr.ops) != 1:
+            return None
+        itself = self_comparable(left) and ast.dump(left) == ast.dump(right)
+        if isinstance(op, ast.NotEq) and itself:
+            if vocab.self_comparisons(source_segment(self.text, expr)) and self._signal(
+                unit, left, extra
+            ):
+                return self._route(expr, f"{_short(self.text, left)} != itself"), True
+            return None
+        for side, other in ((left, right), (right, left)):
+            if _is_inf(side) and self._marked_with_inf(unit, other):
+                return None  # ``grads_mag[i] = float("inf")`` ... ``== inf``: a marker read
+            if _is_inf(side) and isinstance(op, ast.Eq | ast.NotEq | ast.Is):
+                route = self._route(expr, f"{_short(self.text, other)} == inf")
+                if not self._signal(unit, other, extra):
+                    route = dataclasses.replace(route, weak=True)
+                return route, isinstance(op, ast.Eq | ast.Is)
+        if (
+            isinstance(op, ast.In | ast.NotIn)
+            and isinstance(left, ast.Constant)
+            and isinstance(left.value, bool)
+        ):  # ``True in torch.isnan(p.grad)``: some element tests true
+            found = self.flag_of(unit, right, extra)
+            if found is None:
+                return None
+            holds = found[1] == left.value
+            return found[0], holds if isinstance(op, ast.In) else not holds
+        if isinstance(right, ast.Constant) and right.value is None:
+            return None  # ``flag is None`` asks whether it was set, not what it holds
+        found = self.flag_of(unit, left, extra)
+        if found and isinstance(right, ast.Constant):
+            truthy = bool(right.value)
+            if isinstance(op, ast.Eq | ast.Is):
+                return (found[0], found[1] == truthy)
+            if isinstance(op, ast.NotEq | ast.IsNot):
+                return found[0], found[1] != truthy
+            # a count or a 0/1 flag against a threshold: ``found_inf.item() >= 1``
+            # holds when the test was true, ``nan_count < 1`` when it was not
+            threshold = right.value if isinstance(right.value, int | float) else None
+            if threshold is None or isinstance(threshold, bool):
+                return None
+            if (isinstance(op, ast.Gt) and threshold >= 0) or (
+                isinstance(op, ast.GtE) and threshold > 0
+            ):
+                return found
+            if (isinstance(op, ast.Lt) and threshold > 0) or (
+                isinstance(op, ast.LtE) and threshold >= 0
+            ):
+                return found[0], not found[1]
+        return None
+
+    def _call_flag(self, unit: _Unit, call: ast.Call, extra: set[str]) -> Flag | None:
+        called = self._called(call)
+        comparison = _COMPARISON_CALLS.get(called or "")
+        if comparison is not None and len(call.args) == 2 and not call.keywords:
+            # ``tf.equal(has_non_finite, 1)``, ``torch.gt(nan_count, 0)``: a comparison
+            left, right = call.args
+            compare = ast.Compare(left=left, ops=[comparison()], comparators=[right])
+            return self._compare(unit, ast.copy_location(compare, call), extra)
+        if called in sources.PREDICATE_POLARITY:
+            subject = self.facts.predicate_subject(call)
+            if subject is None:
+                return None
+            origin = f"{called}({_short(self.text, subject)})"
+            route = self._route(call, origin)
+            if not self._signal(unit, subject, extra):
+                route = dataclasses.replace(route, weak=True)
+            return route, sources.PREDICATE_POLARITY[called]
+        if called in sources.OVERFLOW_HELPERS:
+            return Route(call.lineno, f"{called}()", None, unit.scaling), True
+        if called in sources.FINITE_HELPERS and isinstance(call.func, ast.Attribute):
+            return Route(call.lineno, f"{called}()", None, unit.scaling), False
+        helper = self.facts.helper_name(call.func)
+        if helper is not None:
+            returned = self._helper_returns(helper).get(None)
+            arguments = [*call.args, *(k.value for k in call.keywords)]
+            if returned and (
+                returned[0].scaling
+                or any(self._signal(unit, a, extra) for a in arguments)
+                or not arguments
+            ):
+                first, line = returned[0], call.lineno
+                route = Route(line, f"{helper}()", None, first.scaling, by_name=first.by_name)
+                return route, returned[1]
+        if called == "where" and len(call.args) == 3:  # ``where(found, ones, zeros)``
+            truths = [_fill_truth(branch) for branch in call.args[1:]]
+            found = self.flag_of(unit, call.args[0], extra)
+            if found and None not in truths and truths[0] != truths[1]:
+                return found[0], found[1] == truths[0]
+        polarity = vocab.nonfinite_name_polarity(called) if helper is None else None
+        if polarity is not None:  # ``has_nan_or_inf(grads)``, a helper from another file
+            arguments = [*call.args, *(k.value for k in call.keywords)]
+            route = self._route(call, f"{called}()")
+            if not (
+                vocab.is_signal_name(called) or any(self._signal(unit, a, extra) for a in arguments)
+            ):
+                route = dataclasses.replace(route, weak=True)
+            return route, polarity
+        if called in vocab.MAPPERS and len(call.args) >= 2:  # tree map of a test over signal
+            mapped, trees = call.args[0], call.args[1:]
+            if any(self._signal(unit, tree, extra) for tree in trees):
+                if isinstance(mapped, ast.Lambda):
+                    return self.flag_of(unit, mapped.body, extra | parameter_names(mapped))
+                name = last_part(self.facts.qualified(mapped) or "")
+                if name in sources.PREDICATE_POLARITY:
+                    origin = f"{name}({_short(self.text, trees[0])})"
+                    return self._route(call, origin), sources.PREDICATE_POLARITY[name]
+        if called == "logical_not" and call.args:
+            found = self.flag_of(unit, call.args[0], extra)
+            return (found[0], not found[1]) if found else None
+        if called in sources.FLAG_REDUCTIONS or called in vocab.PREDICATES:
+            receiver = [call.func.value] if isinstance(call.func, ast.Attribute) else []
+            for arg in [*receiver, *call.args, *(k.value for k in call.keywords)]:
+                found = self.flag_of(unit, arg, extra)
+                if found:
+                    return found
+        return None
+
+    def _route(self, node: ast.expr, origin: str) -> Route:
+        return Route(node.lineno, origin, None, False)
+
+    def _helper_returns(self, name: str) -> dict[int | None, Flag]:
+        """What a same-file function returns as flags (by tuple position, None: whole),
+        reading its parameters as training signal."""
+        if name in self._helper_memo:
+            return self._helper_memo[name]
+        imported = self.facts.imported.get(name)
+        if imported is not None:  # a helper of another module: what its summary says
+            tested = Route(0, f"{name}()", None, imported.scaling)
+            self._helper_memo[name] = {None: (tested, imported.polarity)} if imported.tests else {}
+            return self._helper_memo[name]
+        self._helper_memo[name] = {}
+        found: dict[int | None, Flag] = {}
+        collecting, self._collect = self._collect, True
+        try:
+            for fn in self.facts.functions_named(name):
+                unit = _Unit(
+                    fn, functools.partial(self._parameter_scope, fn), {}, self._scaler_near(fn)
+                )
+                self._block(unit, fn.body, 0, None)
+                for position, (route, polarity) in unit.returns.items():
+                    # a flag handed back by code where a scaler is at work is the scaler's
+                    scaling = route.scaling or unit.scaling
+                    found[position] = (dataclasses.replace(route, scaling=scaling), polarity)
+        finally:
+            self._collect = collecting
+        self._helper_memo[name] = found
+        return found
+
+    def _parameter_scope(self, fn: FunctionNode) -> Scope:
+        """The function's scope with its parameters read as training signal."""
+        scope = self.facts.scope(fn.lineno)
+        return Scope(scope.signal | parameter_names(fn), scope.grad_functions, scope.flags)
+
+    def _signal(self, unit: _Unit, expr: ast.expr, extra: set[str]) -> bool:
+        if extra and _names(expr) & extra:
+            return True
+        return self.facts.is_signal(expr, unit.scope)
+
+    def _called(self, call: ast.Call) -> str:
+        return self.facts.called(call.func)
+
+    def _from_apex(self, func: ast.expr) -> bool:
+        """Is ``func`` apex's (``amp.scale_loss`` with ``from apex import amp``)?"""
+        return (self.facts.qualified(func) or "").startswith("apex.")

@@ -1,0 +1,477 @@
+"""Small syntactic helpers of the finiteness flow pass.
+
+Pure functions of ``ast`` nodes (is this a step, a constant, a scaler's name?) that
+need no file's facts; every part of the pass reads them, so they import none of it.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from bisect import bisect_left
+from collections.abc import Iterator
+
+from nozero.lint import vocab
+from nozero.lint.facts import sources
+from nozero.lint.facts.flow_types import _BLOCKS, _DEFS, _JOINS, Flag, Route
+from nozero.lint.facts.scopes import FileFacts, source_segment
+from nozero.lint.imports import dotted_name, last_part
+
+# ---- small syntactic helpers --------------------------------------------------------
+_TRAINING_WORDS = frozenset({"train", "step", "backward", "update", "updates", "optimizer"})
+
+
+def _names_training(called: str) -> bool:
+    """Is a call named for training (``train_step``, ``optimizer.step``, ``model.fit``)?
+    ``fit`` counts as the first word only: ``curve_fit`` fits a curve, not a model."""
+    words = vocab.name_words(called)
+    return bool(_TRAINING_WORDS.intersection(words)) or words[:1] == ["fit"]
+
+
+_NAMED_TRAINING = vocab.STEPPING_NAME_WORDS | {"loss"}
+# Conversions that take a value off the autograd graph: what is summed after one
+# (``avg_loss += float(loss) / steps``) is a number for the logs, not training signal.
+_DETACHING = vocab.TO_NUMBER | {"detach"}
+
+
+def _tests_a_loss(tested: set[str]) -> bool:
+    """Does a test look at a loss and at no gradient? A scaler at work in the same code
+    skips overflowing gradients; skipping a non-finite loss is the code's own doing."""
+    words = {w for name in tested for w in vocab.name_words(name.rsplit(".", 1)[-1])}
+    loss = any(vocab.is_loss_name(name.rsplit(".", 1)[-1]) for name in tested)
+    return loss and not words & vocab.GRADIENT_WORDS
+
+
+def _origin_names(route: Route) -> set[str]:
+    """The names a flag's test looked at (``record_loss`` in ``isnan(record_loss)``)."""
+    return set(_IDENTIFIER.findall(route.origin)) | route.looked_at if route.flag else set()
+
+
+_IDENTIFIER = re.compile(r"[A-Za-z_][\w.]*")
+
+
+def _passes_through(found: Flag, test: ast.expr, if_true: ast.expr, if_false: ast.expr) -> bool:
+    """Is the value picked on a non-finite test the tested value itself
+    (``where(isfinite(t), clip(t, max=1.0), t)``)? The NaN or Inf goes on as it was:
+    nothing is kept or hidden."""
+    bad = if_true if found[1] else if_false
+    name = dotted_name(bad)
+    return name is not None and name.removeprefix("self.") in _names(test)
+
+
+# Classes whose ``step`` is no optimizer step: a gradient clipper, a learning-rate
+# scheduler, an average, a timer (their ``return`` skips their own work only).
+_HELPER_CLASS_WORDS = frozenset(
+    {"clip", "clipper", "clipping", "scheduler", "sched", "ema", "averager", "timer", "meter"}
+)
+_REDUCTIONS = frozenset({"mean", "sum", "nanmean", "nansum", "reduce_mean", "reduce_sum"})
+
+
+# What steps or scales training when one of its methods is called (``optimizer.step()``).
+_TRAINING_RECEIVERS = frozenset(
+    {"optimizer", "optim", "opt", "scaler", "trainer", "model", "engine", "accelerator"}
+)
+
+
+def _trains_by_itself(called: str, func: ast.expr) -> bool:
+    """A call that is training whatever its arguments: ``backward``, ``train_step``,
+    ``fit``, or a step or update of an optimizer, a scaler, a model or an engine."""
+    words = vocab.name_words(called)
+    if {"train", "backward"}.intersection(words) or words[:1] == ["fit"]:
+        return True
+    receiver = dotted_name(func.value) if isinstance(func, ast.Attribute) else None
+    owner = (receiver or "").rsplit(".", 1)[-1]
+    return bool(_TRAINING_RECEIVERS.intersection(vocab.name_words(owner)))
+
+
+def _optimizer_report(expr: ast.Attribute) -> bool:
+    """``model.optimizer.overflow``: what an fp16 optimizer (DeepSpeed's, Megatron's)
+    reports of the step its loss scaler skipped; reading it is the scaler's business."""
+    owner = (dotted_name(expr.value) or "").rsplit(".", 1)[-1]
+    return expr.attr == "overflow" and "optimizer" in vocab.name_words(owner)
+
+
+def _base_name(node: ast.expr) -> str | None:
+    """``grads_mag`` for ``grads_mag[i]``, ``self.best`` for ``self.best``."""
+    while isinstance(node, ast.Subscript):
+        node = node.value
+    return dotted_name(node)
+
+
+def _constants(value: ast.expr) -> bool:
+    """``False``, ``(False, None, None)``: a status, not a value computed here."""
+    elements = value.elts if isinstance(value, ast.Tuple) else [value]
+    return bool(elements) and all(isinstance(e, ast.Constant) for e in elements)
+
+
+def _reports_status(value: ast.expr | None) -> bool:
+    """``False`` or ``(False, step)``: a success flag handed to the caller."""
+    elements = value.elts if isinstance(value, ast.Tuple) else [value]
+    return any(isinstance(e, ast.Constant) and isinstance(e.value, bool) for e in elements)
+
+
+# The identity matrix, put in place of a non-finite one (``torch.eye(n)``).
+_IDENTITIES = frozenset({"eye", "identity", "eye_like"})
+# Base classes of a model's layers (``nn.Module``, ``eqx.Module``, ``keras.layers.Layer``).
+_MODEL_BASES = frozenset({"Module", "Layer", "Model", "LightningModule"})
+
+
+def _is_model_class(cls: ast.ClassDef) -> bool:
+    return any(last_part(dotted_name(base) or "") in _MODEL_BASES for base in cls.bases)
+
+
+# Array libraries' comparisons as calls (``tf.equal``, ``torch.gt``, ``jnp.greater``).
+_COMPARISON_CALLS: dict[str, type[ast.cmpop]] = {
+    "equal": ast.Eq,
+    "eq": ast.Eq,
+    "not_equal": ast.NotEq,
+    "ne": ast.NotEq,
+    "greater": ast.Gt,
+    "gt": ast.Gt,
+    "greater_equal": ast.GtE,
+    "ge": ast.GtE,
+    "less": ast.Lt,
+    "lt": ast.Lt,
+    "less_equal": ast.LtE,
+    "le": ast.LtE,
+}
+
+
+def _steps_through_a_scaler(call: ast.Call) -> bool:
+    """``loss_scaler(loss, optimizer, clip_grad=...)``: calling a loss scaler object with
+    the optimizer (timm's ``NativeScaler``, copied by MAE, DeiT, BEiT...) runs the
+    backward pass and the optimizer's step."""
+    words = vocab.name_words(last_part(dotted_name(call.func) or ""))
+    if words[-1:] != ["scaler"]:
+        return False
+    given = [*call.args, *(k.value for k in call.keywords)]
+    return any(vocab.names_optimizer(dotted_name(v) or "") for v in given)
+
+
+def _is_step(node: ast.AST) -> bool:
+    """A function named for an optimizer step (``step``, ``optimizer_step``)."""
+    name = getattr(node, "name", "")
+    return isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and "step" in (
+        vocab.name_words(name)
+    )
+
+
+def _line_range(node: ast.AST) -> tuple[int, int]:
+    """First and last line of a definition, its decorators included."""
+    lines = [d.lineno for d in getattr(node, "decorator_list", [])]
+    first = min([*lines, node.lineno])  # type: ignore[attr-defined]
+    return first, node.end_lineno or node.lineno  # type: ignore[attr-defined]
+
+
+def _zero_or_one(value: ast.expr | None) -> bool | None:
+    """The truth of a constant ``0``, ``1``, ``0.0``, ``1.0``, ``False`` or ``True``."""
+    if isinstance(value, ast.Constant) and type(value.value) in (bool, int, float):
+        return bool(value.value) if value.value in (0, 1) else None
+    return None
+
+
+def _fill_truth(value: ast.expr) -> bool | None:
+    """True for ``ones_like(x)`` or ``1``, False for ``zeros_like(x)`` or ``0``."""
+    if isinstance(value, ast.Call):
+        called = last_part(dotted_name(value.func) or "")
+        return {"ones_like": True, "ones": True, "zeros_like": False, "zeros": False}.get(called)
+    return _zero_or_one(value)
+
+
+def _constant_truth(value: ast.expr | None) -> bool | None:
+    """The truth of a flag value written as a constant: ``True``, or a 0/1 flag made a
+    tensor to be all-reduced (``torch.tensor([1.0], device=...)``); None for others."""
+    if isinstance(value, ast.Call) and last_part(dotted_name(value.func) or "") in (
+        "tensor",
+        "as_tensor",
+        "array",
+    ):
+        inner = value.args[0] if value.args else None
+        if isinstance(inner, ast.List | ast.Tuple) and len(inner.elts) == 1:
+            inner = inner.elts[0]
+        return _zero_or_one(inner)
+    if isinstance(value, ast.Constant) and isinstance(value.value, bool):
+        return value.value
+    return None
+
+
+def _added_to_itself(stmt: ast.stmt) -> ast.expr | None:
+    """What ``total = total + value`` or ``total = cat((total, value))`` adds
+    (``value``), else None."""
+    if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1):
+        return None
+    total = dotted_name(stmt.targets[0])
+    value = stmt.value
+    if (
+        isinstance(value, ast.Call)
+        and last_part(dotted_name(value.func) or "") in _JOINS
+        and value.args
+        and isinstance(value.args[0], ast.Tuple | ast.List)
+    ):
+        parts = value.args[0].elts
+        others = [part for part in parts if dotted_name(part) != total]
+        return others[0] if total and len(others) == 1 and len(parts) == 2 else None
+    if not (isinstance(value, ast.BinOp) and isinstance(value.op, ast.Add)):
+        return None
+    left, right = value.left, value.right
+    if total and dotted_name(left) == total:
+        return right
+    if total and dotted_name(right) == total:
+        return left
+    return None
+
+
+def _within(node: ast.AST, line: int) -> bool:
+    first, last = _line_range(node)
+    return first <= line <= last
+
+
+def _any_within(sorted_lines: list[int], first: int, last: int) -> bool:
+    at = bisect_left(sorted_lines, first)
+    return at < len(sorted_lines) and sorted_lines[at] <= last
+
+
+def _strong(found: Flag | None) -> Flag | None:
+    """A flag about training signal (a test of an unknown value is weak)."""
+    return found if found is not None and not found[0].weak else None
+
+
+def _mentions_finfo(node: ast.expr) -> bool:
+    """``torch.finfo(h.dtype).max - 1000``: the top of the floating-point range, where an
+    fp16 clamp puts overflowed activations (``finfo.min`` alone stands in for a masked
+    ``-inf``: masking, not clamping)."""
+    return any(
+        isinstance(n, ast.Attribute)
+        and n.attr == "max"
+        and isinstance(n.value, ast.Call)
+        and getattr(n.value.func, "attr", getattr(n.value.func, "id", "")) == "finfo"
+        for n in ast.walk(node)
+    )
+
+
+def _negative(node: ast.expr) -> bool:
+    return (
+        isinstance(node, ast.UnaryOp)
+        and isinstance(node.op, ast.USub)
+        and isinstance(node.operand, ast.Constant)
+        and isinstance(node.operand.value, int | float)
+    )
+
+
+# Words without which no function holds a finiteness fact of its own.
+_SOURCE_WORDS = frozenset(vocab.PREDICATES | vocab.FLOW_WORDS)
+
+
+def _child_statements(node: ast.AST):
+    if not isinstance(node, _BLOCKS):
+        return
+    for name in ("body", "orelse", "finalbody", "handlers", "cases"):
+        for child in getattr(node, name, ()):
+            if isinstance(child, ast.excepthandler | ast.match_case):
+                yield child
+            elif isinstance(child, ast.stmt):
+                yield child
+
+
+def _statements(tree: ast.AST):
+    """Every statement of the file, classes' and functions' included."""
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        for child in _child_statements(node):
+            yield child
+            stack.append(child)
+
+
+def _marks_a_skip(branch: list[ast.stmt]) -> ast.Assign | None:
+    """``self.skip_next_update = True``: an attribute of its own named for skipping, set
+    in the branch, asks the code that reads it (another method, a framework's loop) to
+    skip the step. A local flag is left to the code below it or to the caller it is
+    handed to; another object's switch (``self.critic.optimizer.skip_step = True``, an
+    fp16 optimizer's) to that object."""
+    for stmt in branch:
+        if isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Constant):
+            for target in stmt.targets:
+                key = _key(target) or ""
+                if (
+                    stmt.value.value is True
+                    and key.count(".") == 1
+                    and key.startswith("self.")
+                    and "skip" in vocab.name_words(key.rsplit(".", 1)[-1])
+                ):
+                    return stmt
+    return None
+
+
+_NAMES = (ast.Name, ast.Attribute)
+
+
+def _key(target: ast.expr) -> str | None:
+    dotted = dotted_name(target)
+    if dotted and (dotted.count(".") == 0 or dotted.startswith("self.")):
+        return dotted
+    return None
+
+
+def _scaler_present(test: ast.expr) -> bool | None:
+    """Does ``test`` hold when a loss scaler is in use (``self.scaler is not None``,
+    ``if scaler:``, ``if args.fp16:``, ``if self.use_amp:``), or when none is (``scaler is
+    None``, ``not self.scaler``)? None when it asks nothing of a scaler."""
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+        # ``self.use_fp16 and scaler is not None``: the body needs every operand
+        answers = {_scaler_present(value) for value in test.values} - {None}
+        return answers.pop() if len(answers) == 1 else None
+    negated = False
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        test, negated = test.operand, True
+    if isinstance(test, ast.Compare) and len(test.ops) == 1 and _none(test.comparators[0]):
+        present = isinstance(test.ops[0], ast.IsNot)
+        test = test.left
+    else:
+        present = True
+    name = dotted_name(test) or ""
+    if not _AMP_SWITCH_WORDS.intersection(vocab.name_words(name.rsplit(".", 1)[-1])):
+        return None
+    return present != negated
+
+
+def _names_a_scaler(node: ast.AST) -> bool:
+    """Is ``node`` a loss scaler object's name (``self.loss_scaler``, ``scaler``)?"""
+    if isinstance(node, ast.Attribute):
+        return "scaler" in vocab.name_words(node.attr)
+    return isinstance(node, ast.Name) and "scaler" in vocab.name_words(node.id)
+
+
+def _uses_switched_scaler(test: ast.expr, branch: list[ast.stmt]) -> bool:
+    """``if grad_scaler is not None: state = grad_scaler._per_optimizer_states[...]``:
+    the branch reads the scaler object its switch asked for."""
+    asked = {dotted_name(n) for n in ast.walk(test) if _names_a_scaler(n)} - {None}
+    return any(
+        isinstance(n, ast.Attribute) and dotted_name(n.value) in asked for n in _walk(branch)
+    )
+
+
+def _walk(statements: list[ast.stmt]) -> list[ast.AST]:
+    return [node for stmt in statements for node in ast.walk(stmt)]
+
+
+def _outside_amp_switches(nodes: list[ast.AST]) -> Iterator[ast.AST]:
+    """``nodes`` (a walk) but those on the scaler's side of an AMP switch (``if
+    self.use_amp: scaler.step(opt) else: opt.step()``, ``scaler.get_scale() if scaler
+    else 1.0``), the switch's own test, and type annotations (``scaler:
+    Optional[GradScaler]`` names a type): a scaler used only there leaves the rest of the
+    code, and a check in it, the code's own."""
+    switched: set[int] = set()
+    for node in nodes:
+        if isinstance(node, ast.arg) and node.annotation is not None:
+            switched.update(id(n) for n in ast.walk(node.annotation))
+        if isinstance(node, ast.If | ast.IfExp):
+            present = _scaler_present(node.test)
+            if present is not None:
+                side = node.body if present else node.orelse
+                for part in [node.test, *(side if isinstance(side, list) else [side])]:
+                    switched.update(id(n) for n in ast.walk(part))
+    return (n for n in nodes if id(n) not in switched)
+
+
+# Words of a name that switches loss scaling on (``self.scaler``, ``use_amp``, ``fp16``).
+_AMP_SWITCH_WORDS = frozenset({"scaler", "amp", "fp16"})
+
+
+def _named_flag(key: str | None, line: int, origin: str, scaler: bool) -> Flag | None:
+    """A flag named for what it holds, bound from an opaque call or lookup
+    (``found_inf = ...``); its name says nothing of loss scaling: ``scaler`` does."""
+    if not key:
+        return None
+    base = key.rsplit(".", 1)[-1]
+    if base in sources.BAD_FLAG_NAMES:
+        return Route(line, origin, base, scaler, by_name=True), True
+    if base in sources.GOOD_FLAG_NAMES:
+        return Route(line, origin, base, scaler, by_name=True), False
+    polarity = vocab.nonfinite_name_polarity(base)  # ``found_inf_flag = ...``
+    if polarity is not None:
+        return Route(line, origin, base, scaler, by_name=True), polarity
+    return None
+
+
+def _names(node: ast.AST) -> set[str]:
+    found = set()
+    for child in ast.walk(node):
+        if isinstance(child, ast.Name):
+            found.add(child.id)
+        elif isinstance(child, ast.Attribute):
+            dotted = dotted_name(child)
+            if dotted:
+                found.add(dotted.removeprefix("self."))
+    return found
+
+
+def _is_inf(node: ast.expr) -> bool:
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        node = node.operand
+    if isinstance(node, ast.Attribute):
+        return node.attr in ("inf", "Inf")
+    if isinstance(node, ast.Name):
+        return node.id == "inf"
+    return (
+        isinstance(node, ast.Call)
+        and dotted_name(node.func) == "float"
+        and len(node.args) == 1
+        and isinstance(node.args[0], ast.Constant)
+        and str(node.args[0].value).lower().lstrip("+-") in ("inf", "infinity")
+    )
+
+
+def _sets_a_flag(branch: list[ast.stmt], before: ast.stmt) -> bool:
+    """Does ``branch`` set a flag to a constant before ``before``: ``valid = False``, or
+    a flag tensor filled in place (``self._found_overflow.fill_(1.0)``)?"""
+    for stmt in branch[: branch.index(before)]:
+        if isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Constant):
+            if isinstance(stmt.value.value, bool):
+                return True
+        if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
+            call = stmt.value
+            filled = isinstance(call.func, ast.Attribute) and call.func.attr == "fill_"
+            if filled and len(call.args) == 1 and isinstance(call.args[0], ast.Constant):
+                return True
+    return False
+
+
+def _none(node: ast.expr | None) -> bool:
+    return isinstance(node, ast.Constant) and node.value is None
+
+
+def _zero_arg(call: ast.Call) -> bool:
+    return bool(call.args) and isinstance(call.args[0], ast.Constant) and call.args[0].value == 0
+
+
+def _short(text: str, node: ast.expr) -> str:
+    segment = " ".join(source_segment(text, node).split())
+    return segment if len(segment) <= 40 else segment[:37] + "..."
+
+
+def _caught(handler: ast.ExceptHandler, facts: FileFacts) -> set[str]:
+    if handler.type is None:
+        return set()
+    types = handler.type.elts if isinstance(handler.type, ast.Tuple) else [handler.type]
+    return {last_part(facts.qualified(t) or "") for t in types}
+
+
+def _statement_expressions(stmt: ast.stmt):
+    """The expressions a statement holds itself (not those of its nested blocks),
+    lambdas included, outermost first."""
+    roots: list[ast.AST] = []
+    for name, value in ast.iter_fields(stmt):
+        if name in ("body", "orelse", "finalbody", "handlers", "cases", "decorator_list"):
+            continue
+        if isinstance(value, ast.AST):
+            roots.append(value)
+        elif isinstance(value, list):
+            roots.extend(v for v in value if isinstance(v, ast.AST))
+    stack = list(reversed(roots))
+    while stack:
+        node = stack.pop()
+        if isinstance(node, _DEFS):
+            continue
+        yield node
+        stack.extend(reversed(list(ast.iter_child_nodes(node))))

@@ -1,0 +1,424 @@
+"""Reactions: what the code does where a finiteness fact says "non-finite".
+
+Given a test's flag, these methods tell which reaction a branch makes (skip, zero the
+gradients, replace, raise, keep going) and record it once, with its route. They are
+one part of ``flows.Flows``, which mixes them in; they call its other parts through
+``self``.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from nozero.lint import vocab
+from nozero.lint.facts import sources
+from nozero.lint.facts.flow_helpers import (
+    _constant_truth,
+    _constants,
+    _is_step,
+    _key,
+    _marks_a_skip,
+    _names,
+    _none,
+    _reports_status,
+    _sets_a_flag,
+    _strong,
+    _within,
+    _zero_arg,
+)
+from nozero.lint.facts.flow_types import (
+    _FORCED_SCALING,
+    _LOOPS,
+    _NOT_SCALING,
+    _ROUND_WORDS,
+    Flag,
+    Reaction,
+    Route,
+    _Unit,
+)
+from nozero.lint.facts.scopes import parameter_names
+from nozero.lint.imports import dotted_name
+
+
+class ReactionsPart:
+    """Reading a branch taken on a flag, and recording the reaction it makes."""
+
+    # ---- reactions ----------------------------------------------------------------
+    def _react(
+        self,
+        unit: _Unit,
+        branch: list[ast.stmt],
+        found: Flag,
+        tested: set[str],
+        loops: int,
+        owner: ast.stmt | ast.ExceptHandler,
+    ) -> bool:
+        """Report the first reaction of a branch taken on a non-finite value. False when
+        the branch raises, hands the value back (a search), or does nothing to training."""
+        route = found[0]
+        outcome = self._branch(unit, branch, tested, loops, owner)
+        if outcome is None:
+            return False
+        kind, node = outcome
+        if kind == "go_on":
+            if route.scaling or unit.scaling:
+                return False  # the scaler's own bookkeeping: NZ406 flags the skip itself
+            if self._raise_follows(unit, owner):
+                return False  # ``for t in params: if not isfinite(t.grad): print(t)`` ... raise
+            steps_here = unit.trains and (loops or unit.updates_after)
+            if not (
+                steps_here
+                or self._checked_before_a_step(unit.node)
+                or self._returns_for_training(unit, tested)
+            ):
+                return False
+        return self._add(unit, kind, node, route)
+
+    def _raise_follows(self, unit: _Unit, stmt: ast.AST) -> bool:
+        """Does a ``raise`` follow ``stmt`` in a block that holds it (the check only
+        reports what the raise after it stops on)?"""
+        line = getattr(stmt, "lineno", 0)
+        for node in [unit.node, *self.facts.nodes(unit.node)]:
+            for field_name in ("body", "orelse", "finalbody"):
+                block = getattr(node, field_name, None)
+                if not isinstance(block, list):
+                    continue
+                holder = next((at for at, s in enumerate(block) if _within(s, line)), None)
+                if holder is not None and any(
+                    isinstance(s, ast.Raise) for s in block[holder + 1 :]
+                ):
+                    return True
+        return False
+
+    def _returns_for_training(self, unit: _Unit, tested: set[str]) -> bool:
+        """Is ``unit`` a loss function that hands the tested loss on as it is (``if
+        isnan(actor_loss): print(...)`` ... ``return actor_loss, critic_loss``)? What it
+        returns is backpropagated: the warning lets the NaN through to the step."""
+        fn = unit.node
+        if not isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
+            return False
+        if not self.facts.is_loss_function(fn) or self.facts.only_observes(fn.lineno):
+            return False
+        return self._returns_tested(fn, tested)
+
+    def _returns_tested(self, fn: ast.AST, tested: set[str], after: int = 0) -> bool:
+        """Does ``fn`` return a tested value (below line ``after``)?"""
+        return any(
+            isinstance(node, ast.Return)
+            and node.lineno > after
+            and node.value is not None
+            and bool(_names(node.value) & tested)
+            for node in self.facts.nodes(fn)
+        )
+
+    def _checked_before_a_step(self, fn: ast.AST) -> bool:
+        """Is ``fn`` a check that code which trains calls, drops the answer of, and then
+        steps (below the call, or in a loop around it)? Its branch that only observes lets
+        that step go on: ``self.check_loss(loss)`` followed by ``optimizer.step()``."""
+        for caller, line in self.facts.dropped_calls(getattr(fn, "name", "")):
+            if self.facts.in_test(caller.lineno) or self.facts.only_observes(caller.lineno):
+                continue
+            steps = self._steps(caller)
+            if any(step > line for step in steps):
+                return True
+            loops = (n for n in self.facts.nodes(caller) if isinstance(n, _LOOPS))
+            if any(_within(loop, line) and any(_within(loop, s) for s in steps) for loop in loops):
+                return True
+        return False
+
+    def _break_is_no_skip(self, unit: _Unit, brk: ast.Break, tested: set[str]) -> bool:
+        """Does ``brk`` leave its loop for good rather than skip an iteration? It ends a
+        search whose tested flag the code after the loop decides on (``if not valid:
+        break`` ... ``if not valid: zero_grad()``), or leaves the function's only loop
+        for a ``return`` of the tested value (an unroll handing its NaN loss to the
+        caller), or ends the training loop itself (``_ends_training``)."""
+        around = self._loops_around(unit.node, brk.lineno)
+        if not around:
+            return False
+        innermost = max(around, key=lambda n: n.lineno)
+        end = innermost.end_lineno or innermost.lineno
+        if any(
+            isinstance(node, ast.Name) and node.id in tested and node.lineno > end
+            for node in self.facts.nodes(unit.node)
+        ):
+            return True
+        if len(around) != 1:
+            return False  # an inner loop: the loop around it goes on
+        return self._returns_tested(unit.node, tested, after=end) or self._ends_training(
+            unit.node, innermost
+        )
+
+    def _ends_training(self, fn: ast.AST, loop: ast.stmt) -> bool:
+        """Is ``loop`` (the only one around a break) the training loop itself: it steps
+        (before the break, as an epoch loop checking its average loss, or after it),
+        nothing steps after it, and the function is not one round (an epoch) of a longer
+        run? Training stops there, as it would on a raise."""
+        steps = self._steps(fn)
+        if not any(_within(loop, line) for line in steps):
+            return False
+        if any(line > (loop.end_lineno or loop.lineno) for line in steps):
+            return False
+        return not self._one_round(fn)
+
+    def _returns_from_training(self, unit: _Unit, stmt: ast.Return) -> bool:
+        """Does a bare ``return`` leave the training loop itself (see ``_ends_training``)
+        of the function that trains, ending the run rather than skipping a step?"""
+        if stmt.value is not None and not (
+            isinstance(stmt.value, ast.Constant) and stmt.value.value is None
+        ):
+            return False
+        around = self._loops_around(unit.node, stmt.lineno)
+        if not around or _is_step(unit.node):
+            return False
+        return self._ends_training(unit.node, min(around, key=lambda n: n.lineno))
+
+    def _loops_around(self, fn: ast.AST, line: int) -> list[ast.stmt]:
+        return [n for n in self.facts.nodes(fn) if isinstance(n, _LOOPS) and _within(n, line)]
+
+    def _one_round(self, fn: ast.AST) -> bool:
+        """Is ``fn`` one round of a longer run: named or given an epoch (``train_epoch``,
+        ``def train(model, loader, epoch)``), or called in a loop in this file?"""
+        if not isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
+            return False
+        if any(
+            isinstance(loop, ast.For | ast.AsyncFor)
+            and {w for n in _names(loop.target) for w in vocab.name_words(n)} & _ROUND_WORDS
+            for loop in self.facts.nodes(fn)
+        ):
+            return False  # ``for epoch in range(epochs)``: it runs every round itself
+        words = {w for name in {fn.name, *parameter_names(fn)} for w in vocab.name_words(name)}
+        if words & _ROUND_WORDS:
+            return True
+        for loop in ast.walk(self.facts.tree):
+            if isinstance(loop, _LOOPS):
+                for node in ast.walk(loop):
+                    if isinstance(node, ast.Call) and self.facts.helper_name(node.func) == fn.name:
+                        return True
+        return False
+
+    def _raises(self, stmt: ast.stmt) -> bool:
+        """``raise ...``, or a call that raises (``sys.exit``, a same-file raising helper)."""
+        if isinstance(stmt, ast.Raise):
+            return True
+        if not (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call)):
+            return False
+        called = self._called(stmt.value)
+        return called in vocab.RAISING_CALLS or (
+            self.facts.defines_function(called) and self.facts.is_raising_helper(called)
+        )
+
+    def _branch(
+        self,
+        unit: _Unit,
+        branch: list[ast.stmt],
+        tested: set[str],
+        loops: int,
+        owner: ast.AST,
+        inner: bool = False,
+    ) -> tuple[str, ast.AST] | None:
+        """(kind, statement) of the first reaction in ``branch``; None if it raises or
+        hands the values back; ("go_on", owner) if it only observes. ``inner``: the
+        branch is the body of a loop the reaction's own branch runs (``for opt in
+        optimizers: if ...: continue``), whose ``continue`` and ``break`` leave no step."""
+        for at, stmt in enumerate(branch):
+            if self._raises(stmt):
+                return None
+            if isinstance(stmt, ast.Assert):
+                return None  # ``assert mask.count_nonzero() == 0``: only an explained NaN passes
+            if any(self._raises(later) for later in branch[at + 1 :]) and isinstance(
+                stmt, ast.Expr | ast.Assign | ast.AugAssign | ast.AnnAssign
+            ):
+                continue  # ``loss_summary = {...}; raise RuntimeError(...)``: it stops
+            if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
+                called = self._called(stmt.value)
+                if (
+                    called in sources.ZEROING_CALLS
+                    or called in vocab.MASKED_FILL
+                    or (called in sources.FILL_CALLS and _zero_arg(stmt.value))
+                ) and self._clears_signal(unit, stmt.value):
+                    return "zero", stmt
+                if called in vocab.SANITIZERS and self._cleans_signal(unit, stmt.value):
+                    return "replace", stmt  # ``value.nan_to_num_()``: NZ101's, reported once
+                helper = self.facts.helper_name(stmt.value.func)
+                if helper is not None and self._helper_zeroes(helper):
+                    return "zero", stmt
+            if isinstance(stmt, ast.Return):
+                if loops and _reports_status(stmt.value) and not _is_step(unit.node):
+                    return None  # ``return False, step`` out of the batch loop: a stop
+                if loops and self._returns_from_training(unit, stmt):
+                    return None  # the training function ends: a halt, as a raise would be
+                return self._return_kind(unit, stmt, tested)
+            if isinstance(stmt, ast.Break) and loops and _sets_a_flag(branch, stmt):
+                return None  # ``valid = False; break``: the search ends, the flag decides
+            if isinstance(stmt, ast.Break) and self._raised_after(unit, branch, stmt):
+                return None  # ``error = "loss is nan"; break`` ... ``raise RuntimeError(error)``
+            if isinstance(stmt, ast.Break) and loops and self._break_is_no_skip(unit, stmt, tested):
+                return None  # the loop is left for good: the code after it decides
+            if isinstance(stmt, ast.Continue | ast.Break) and inner:
+                continue
+            if isinstance(stmt, ast.Continue | ast.Break) and loops:
+                return ("late_skip" if self._after_the_update(unit, stmt) else "skip"), stmt
+            if isinstance(stmt, ast.Pass) and len(branch) == 1 and (loops or unit.updates_after):
+                return "skip", stmt
+            if isinstance(stmt, ast.Assign | ast.AnnAssign) and self._cleans_tested(
+                unit, stmt.value, tested
+            ):
+                return "replace", stmt  # ``p.grad = where(isnan(p.grad), 0, p.grad)``: once
+            if isinstance(stmt, ast.Assign | ast.AugAssign | ast.AnnAssign):
+                kind = self._assign_kind(unit, stmt, tested)
+                if kind:
+                    return kind, stmt
+            if isinstance(stmt, ast.If) and _strong(self.flag_of(unit, stmt.test)) is None:
+                outcomes = [
+                    self._branch(unit, sub, tested, loops, owner, inner)
+                    for sub in (stmt.body, stmt.orelse)
+                ]
+                for outcome in outcomes:
+                    if outcome is not None and outcome[0] != "go_on":
+                        return outcome
+                if all(o is None for o in outcomes) and stmt.orelse:
+                    return None
+            if isinstance(stmt, ast.For | ast.While | ast.With):
+                looped = inner or not isinstance(stmt, ast.With)
+                outcome = self._branch(unit, stmt.body, tested, loops, owner, looped)
+                if outcome is None:
+                    return None
+                if outcome[0] != "go_on":
+                    return outcome
+        marked = _marks_a_skip(branch)
+        if marked is not None:
+            return "skip_flag", marked  # ``self.skip_next_update = True``: others skip on it
+        if any(isinstance(s, ast.Assign) and _constant_truth(s.value) is not None for s in branch):
+            return None  # a flag is set: the reaction to it comes later
+        return "go_on", owner
+
+    @staticmethod
+    def _after_the_update(unit: _Unit, stmt: ast.stmt) -> bool:
+        """Is ``stmt`` (a ``continue``) after its loop's optimizer step, with none after
+        it? The update is applied by then: what it leaves is the rest of the iteration."""
+        loops = [
+            node
+            for node in ast.walk(unit.node)
+            if isinstance(node, _LOOPS)
+            and node.lineno < stmt.lineno <= (node.end_lineno or node.lineno)
+        ]
+        if not loops or not unit.updates_after:
+            return False
+        loop = max(loops, key=lambda node: node.lineno)
+        steps = [line for line in unit.updates_after if loop.lineno <= line <= loop.end_lineno]
+        return bool(steps) and all(line < stmt.lineno for line in steps)
+
+    def _return_kind(
+        self, unit: _Unit, stmt: ast.Return, tested: set[str]
+    ) -> tuple[str, ast.AST] | None:
+        value = stmt.value
+        if value is None or (isinstance(value, ast.Constant) and value.value is None):
+            # in code that trains, leaving is skipping the step; a helper that hands back
+            # None marks the value missing, and what computes with it fails loudly
+            return ("skip", stmt) if unit.trains else None
+        if any(line > stmt.lineno for line in unit.updates_after):
+            return "skip", stmt  # the optimizer step below is not taken
+        if _constants(value) and _is_step(unit.node):
+            return "skip", stmt  # ``def step(self): ... return False, None, None``: not taken
+        if isinstance(value, ast.Constant):
+            return None  # ``return True``: a predicate, its caller decides
+        elements = value.elts if isinstance(value, ast.Tuple) else [value]
+        if any(self.flag_of(unit, element) is not None for element in elements):
+            # handing the flag back (``return total_norm, ratio, is_finite``): the caller
+            # decides; a skip only when the step it guards is not taken here, or when the
+            # step itself leaves (an optimizer's ``step`` returning mid-update)
+            later = [line for line in unit.updates_after if line > stmt.lineno]
+            return ("skip", stmt) if later or _is_step(unit.node) else None
+        if any(map(self.facts.is_nonfinite_constant, elements)):
+            return None  # ``return torch.tensor(float("nan"))``: the NaN is handed on
+        if isinstance(value, ast.Call):
+            return "skip", stmt
+        parameters = (
+            parameter_names(unit.node)
+            if isinstance(unit.node, ast.FunctionDef | ast.AsyncFunctionDef)
+            else set()
+        )
+        for element in elements:
+            names = _names(element)
+            if names & parameters or (
+                self.facts.is_signal(element, unit.scope) and not names <= tested
+            ):
+                return "skip", stmt  # the old state goes back
+        return None  # the tested values handed back: a search
+
+    def _assign_kind(
+        self, unit: _Unit, stmt: ast.Assign | ast.AugAssign | ast.AnnAssign, tested: set[str]
+    ) -> str | None:
+        targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
+        value = stmt.value
+        for target in targets:
+            if isinstance(target, ast.Attribute) and target.attr == "grad" and _none(value):
+                return "zero"
+            if isinstance(value, ast.Call) and self._called(value) in sources.ZEROING_CALLS:
+                if self.facts.is_signal(target, unit.scope):
+                    # zeroed gradients or loss take no step; a model's output set to
+                    # zeros is used as if the model had made it; ``zeros = zeros_like(g)``
+                    # only makes the value a select puts in
+                    dotted = dotted_name(target) or ""
+                    named = dotted.rsplit(".", 1)[-1]
+                    if vocab.names_gradients(named):
+                        return "zero"
+                    if vocab.is_signal_name(named):
+                        return "zero_value"  # ``loss = zeros_like(loss)``
+                    if dotted.removeprefix("self.") in tested or any(
+                        dotted == dotted_name(arg) for arg in value.args[:1]
+                    ):
+                        return "replace"
+                    continue
+            key = _key(target)
+            if key is None:
+                continue
+            if isinstance(value, ast.Constant) and isinstance(value.value, bool):
+                continue  # a flag being set
+            if value is not None and self.facts.is_nonfinite_constant(value):
+                continue  # ``decrease_error = inf``: still not finite
+            if _none(value):
+                if self._none_checked_after(unit, key, stmt.lineno) and (
+                    key.removeprefix("self.") in tested
+                ):
+                    return "replace"  # ``prior_loss = None`` ... ``if prior_loss is not None``
+                continue  # ``final_loss = None``: marked missing (what uses it fails loudly)
+            if vocab.is_metric_name(key.rsplit(".", 1)[-1]):
+                continue  # ``f1_score = -1``: a metric reports a NaN as a marker
+            if value is not None and self._sentinel(unit, value):
+                return "sentinel"  # a marker the overflow check reads (``norm = -1``)
+            if key in unit.env or self.flag_of(unit, value or target) is not None:
+                continue
+            base = key.removeprefix("self.")
+            if base in tested or (
+                vocab.is_signal_name(base.rsplit(".", 1)[-1]) and "loss" in base.lower()
+            ):
+                if isinstance(value, ast.Subscript) and _key(value.value) == key:
+                    return "drop"  # ``losses = losses[finite]``: the bad samples leave
+                return "replace"
+        return None
+
+    def _add(self, unit: _Unit, kind: str, node: ast.AST, route: Route) -> bool:
+        """Record a reaction; False when it is no reaction at all (a flag known by name
+        only, in code that does not train)."""
+        if route.by_name and not unit.trains:
+            return False  # an ``overflow`` of a buffer, a counter: nothing here trains
+        if self._collect:
+            return True
+        where = getattr(unit.node, "lineno", 0)
+        if self.facts.only_observes(where) or self.facts.in_test(where):
+            return True  # evaluation, metrics, plots and tests touch no training signal
+        line = getattr(node, "lineno", 1)
+        if self._in_evaluation_loop(unit, line):
+            return True
+        col = getattr(node, "col_offset", 0)
+        last = getattr(node, "end_lineno", line) or line
+        if isinstance(node, ast.If | ast.ExceptHandler | ast.For | ast.While):
+            last = line
+        key = (line, col, kind)
+        scaling = kind not in _NOT_SCALING and (
+            route.scaling or unit.scaling or kind in _FORCED_SCALING
+        )
+        if key not in self._reactions:
+            self._reactions[key] = Reaction(kind, line, col, line, last, route, scaling)
+        return True
