@@ -1,0 +1,355 @@
+"""The ``ast`` vocabulary of a file's facts: walking one scope, the names an expression
+binds or reads, the pairing of targets with values, and ``Scope``, the record of what one
+function knows about its names. Plain functions of a node, with no file state, so every
+part of ``FileFacts`` can share them without importing ``FileFacts`` itself."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+from nozero.lint import vocab
+from nozero.lint.facts.sources import PREDICATE_POLARITY
+from nozero.lint.imports import dotted_name, last_part
+from nozero.lint.lines import line_starts
+
+FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef
+_SCOPE_BOUNDARY = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+# What describes a value's size, kind or place rather than holding it.
+_DESCRIPTIONS = frozenset({"shape", "ndim", "dtype", "device", "is_cuda"})
+_DESCRIBING_CALLS = frozenset({"len", "size", "dim", "numel", "nelement"})
+# The methods a loss class computes its loss in (torch ``forward``, Keras ``call``).
+_LOSS_ENTRY_METHODS = frozenset({"forward", "__call__", "call"})
+_NO_GRADIENT_BLOCKS = frozenset({"no_grad", "inference_mode"})
+# Reductions that keep a finiteness test a test (``isnan(g).any()``, ``jnp.all(ok)``),
+# and conversions that gather tests into one array (``jnp.array([isfinite(u) ...])``).
+_BOOLEAN_CALLS = frozenset(
+    {
+        "all",
+        "any",
+        "bool",
+        "logical_and",
+        "logical_or",
+        "logical_not",
+        "tree_all",
+        "item",
+        "array",
+        "asarray",
+        "stack",
+        "tensor",
+        "convert_to_tensor",
+    }
+)
+
+# Words that keep a call named for a metric a training call (``train_and_evaluate``,
+# ``accuracy_loss``).
+_TRAINING_NAME_WORDS = frozenset({"loss", "train", "step", "grad", "grads", "update"})
+_DIVISIONS = frozenset({"div", "div_", "divide", "true_divide", "true_divide_"})
+# ``nan_to_num`` keywords naming the value cleaned (``nan=``, ``posinf=`` name what
+# replaces it).
+SANITIZED_KEYWORDS = frozenset({"x", "input", "out"})
+# Words of a name for a constant that is not finite (``NEG_INF``, ``self.neg_inf``).
+_NONFINITE_WORDS = frozenset({"inf", "infinity", "nan", "infty", "ninf", "pinf"})
+_SIGN_WORDS = frozenset({"neg", "pos", "minus", "plus", "negative", "positive", "n", "p"})
+# Words of a call that converts a constant to a dtype (``np.float32(np.inf)``).
+_CONVERSION_WORDS = frozenset(
+    {"dtype", "type", "cast", "float", "float16", "float32", "float64", "bfloat16", "half"}
+)
+
+
+def scope_nodes(root: ast.AST) -> Iterator[ast.AST]:
+    """Every node of one scope: nested functions and classes are their own scopes. The
+    load/store markers of names (``ctx``) are left out: no question is about them."""
+    stack = _children(root)
+    while stack:
+        node = stack.pop()
+        yield node
+        if not isinstance(node, _SCOPE_BOUNDARY):
+            stack.extend(_children(node))
+
+
+def _children(node: ast.AST) -> list[ast.AST]:
+    """``ast.iter_child_nodes(node)`` as a list, without ``ctx``: the walks of a file's
+    facts visit every node of its functions, and the generators cost a third of that."""
+    found: list[ast.AST] = []
+    for name in node._fields:
+        if name == "ctx":
+            continue
+        value = getattr(node, name, None)
+        if isinstance(value, ast.AST):
+            found.append(value)
+        elif isinstance(value, list):
+            found.extend(item for item in value if isinstance(item, ast.AST))
+    return found
+
+
+def self_comparable(node: ast.expr) -> bool:
+    """Can ``node != node`` be the NaN self-test: a dotted name (``p.grad``) or a call of
+    one without arguments (``loss.item()``)?"""
+    if isinstance(node, ast.Call) and not node.args and not node.keywords:
+        node = node.func
+    return dotted_name(node) is not None
+
+
+def _names_in(node: ast.AST) -> set[str]:
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+
+
+_INFINITY_TESTS = frozenset({"isinf", "isneginf", "isposinf", "is_inf"})
+
+
+def _names_logits(node: ast.expr) -> bool:
+    """Logits by name: -inf is how a logit is masked out (padding, banned tokens)."""
+    name = (dotted_name(node) or "").rsplit(".", 1)[-1]
+    return bool({"logits", "logit"}.intersection(vocab.name_words(name)))
+
+
+def _describes(node: ast.AST) -> bool:
+    """Is ``node`` only a description of values (``input.shape[1]``, ``len(batch)``)?"""
+    return not _values_in(node) and _names_in(node) != set()
+
+
+def _asks_about(node: ast.AST) -> bool:
+    """Does ``node`` ask the size, kind or place of its operand (``x.shape``,
+    ``len(grads)``, ``loss.size(0)``) rather than compute with its values?"""
+    if isinstance(node, ast.Attribute):
+        return node.attr in _DESCRIPTIONS
+    return isinstance(node, ast.Call) and last_part(dotted_name(node.func) or "") in (
+        _DESCRIBING_CALLS
+    )
+
+
+def _values_in(node: ast.AST) -> set[str]:
+    """The names whose values ``node`` computes with: not those it only asks the size,
+    kind or place of (``input.shape[1]``, ``len(grads)``)."""
+    found: set[str] = set()
+    stack = [node]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.Name):
+            found.add(node.id)
+        elif not _asks_about(node):
+            stack.extend(ast.iter_child_nodes(node))
+    return found
+
+
+def compares_itself(node: ast.Compare) -> bool:
+    """``x != x`` in structure (the text is checked where it matters)."""
+    sides = [node.left, *node.comparators]
+    return any(
+        isinstance(op, ast.NotEq) and ast.dump(left) == ast.dump(right)
+        for op, left, right in zip(node.ops, sides[:-1], sides[1:], strict=True)
+    )
+
+
+def _root_name(target: ast.expr) -> str:
+    """``stats`` of ``stats["key"]`` or ``self.stats.key``; "" for a plain name or other."""
+    if not isinstance(target, ast.Subscript | ast.Attribute):
+        return ""
+    while isinstance(target, ast.Subscript | ast.Attribute):
+        if (
+            isinstance(target, ast.Attribute)
+            and isinstance(target.value, ast.Name)
+            and (target.value.id == "self")
+        ):
+            return target.attr
+        target = target.value
+    return target.id if isinstance(target, ast.Name) else ""
+
+
+def _names_a_loss_class(cls: ast.ClassDef) -> bool:
+    """``class MAELoss``, ``class DiceLoss``, or a class built on one (``class
+    CRPS(BaseLoss)``, ``class Dice(nn.modules.loss._Loss)``, ``keras.losses.Loss``)."""
+    names = [cls.name, *(last_part(dotted_name(base) or "") for base in cls.bases)]
+    return any(name.endswith("Loss") or vocab.is_loss_name(name) for name in names)
+
+
+def _updates_a_mapping(call: ast.Call) -> bool:
+    """``stats.update(...)`` on a dict rather than ``optimizer.update(grads, state)``."""
+    func = call.func
+    if not (isinstance(func, ast.Attribute) and func.attr == "update"):
+        return False
+    owner = dotted_name(func.value) or ""
+    words = vocab.name_words(owner.rsplit(".", 1)[-1])
+    return not (vocab.OPTIMIZER_NAME_WORDS | {"tx", "solver", "transform"}) & set(words)
+
+
+def source_segment(text: str, node: ast.expr) -> str:
+    """The source of ``node`` in ``text``. (``ast.get_source_segment`` splits the whole
+    text into lines on every call, which is quadratic on a large file.)"""
+    if node.end_lineno is None or node.end_col_offset is None:
+        return ""
+    starts = line_starts(text)
+    return text[
+        _offset(text, starts, node.lineno, node.col_offset) : _offset(
+            text, starts, node.end_lineno, node.end_col_offset
+        )
+    ]
+
+
+def _offset(text: str, starts: list[int], line: int, byte_column: int) -> int:
+    """Character offset of a (line, UTF-8 byte column) position."""
+    begin = starts[min(line - 1, len(starts) - 1)]
+    end = starts[line] if line < len(starts) else len(text)
+    return begin + len(text[begin:end].encode()[:byte_column].decode(errors="replace"))
+
+
+def bound_names(target: ast.AST) -> set[str]:
+    """Names a binding target binds (``(a, b), *c`` -> a, b, c); attributes bind none."""
+    if isinstance(target, ast.Name):
+        return {target.id}
+    if isinstance(target, ast.Starred):
+        return bound_names(target.value)
+    if isinstance(target, ast.Tuple | ast.List):
+        return set().union(*(bound_names(elt) for elt in target.elts))
+    return set()
+
+
+def _is_mask(node: ast.expr) -> bool:
+    """A name or attribute named for a mask (``mask``, ``self.loss_mask``, ``mask.float()``)."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+        node = node.func.value  # ``mask.float()``
+    dotted = dotted_name(node)
+    return bool(dotted) and "mask" in vocab.name_words(dotted.rsplit(".", 1)[-1])
+
+
+def parameter_names(fn: FunctionNode | ast.Lambda) -> set[str]:
+    args = fn.args
+    every = [*args.posonlyargs, *args.args, *args.kwonlyargs, args.vararg, args.kwarg]
+    return {a.arg for a in every if a is not None} - {"self", "cls"}
+
+
+def _loss_returned(value: ast.expr) -> ast.expr:
+    """The loss in what a loss function returns: ``return loss, (metrics, state)`` puts
+    it first."""
+    return value.elts[0] if isinstance(value, ast.Tuple) and value.elts else value
+
+
+def _parameters_given(function: FunctionNode, call: ast.Call, names: set[str]) -> set[str]:
+    """The parameters of ``function`` that ``call`` passes a value made from ``names`` to."""
+    args = function.args
+    positional = [a.arg for a in [*args.posonlyargs, *args.args] if a.arg not in ("self", "cls")]
+    given: set[str] = set()
+    for parameter, value in zip(positional, call.args, strict=False):
+        if isinstance(value, ast.Starred):
+            break
+        if _names_in(value) & names:
+            given.add(parameter)
+    for keyword in call.keywords:
+        if keyword.arg and _names_in(keyword.value) & names:
+            given.add(keyword.arg)
+    return given & parameter_names(function)
+
+
+def _names_gradients(node: ast.AST) -> bool:
+    """A name, attribute or parameter that says gradients (``grads``, ``p.grad``,
+    ``grad_norm``), or a call that computes them (``jax.grad``, ``loss.backward()``);
+    ``requires_grad`` and ``no_grad`` only set the autograd mode."""
+    if isinstance(node, ast.Name):
+        name = node.id
+    elif isinstance(node, ast.Attribute):
+        name = node.attr
+    elif isinstance(node, ast.arg):
+        name = node.arg
+    else:
+        return False
+    return vocab.names_gradients(name)
+
+
+def _graphs_or_generators(nodes: list[ast.AST]) -> set[str]:
+    """The short names (``g``) used as a graph or a random generator among ``nodes``."""
+    found = set()
+    for node in nodes:
+        if isinstance(node, ast.Attribute) and node.attr in vocab.GRAPH_OR_GENERATOR_ATTRIBUTES:
+            owner = node.value  # ``g.ndata`` or ``self.g.ndata``
+            name = owner.id if isinstance(owner, ast.Name) else getattr(owner, "attr", "")
+            if name in vocab.AMBIGUOUS_SIGNAL_NAMES:
+                found.add(name)
+    return found
+
+
+def _true_when_nonfinite(value: ast.expr) -> bool:
+    """``isnan(x) | isinf(x)``, ``torch.isnan(x).any()``: true where a value is not finite
+    (``not any(isnan(x))``, true where it is, marks the finite ones)."""
+    if isinstance(value, ast.BinOp) and isinstance(value.op, ast.BitOr):
+        return _true_when_nonfinite(value.left) and _true_when_nonfinite(value.right)
+    if isinstance(value, ast.BoolOp) and isinstance(value.op, ast.Or):
+        return all(_true_when_nonfinite(v) for v in value.values)
+    if not isinstance(value, ast.Call):
+        return False
+    name = last_part(dotted_name(value.func) or "")
+    if name in ("any", "all", "bool", "item", "logical_or"):
+        inner = [value.func.value] if isinstance(value.func, ast.Attribute) else []
+        return any(_true_when_nonfinite(v) for v in [*inner, *value.args])
+    return PREDICATE_POLARITY.get(name) is True
+
+
+def _bindings(nodes: list[ast.AST]) -> list[tuple[set[str], ast.expr]]:
+    """(names, value) for each binding among one scope's ``nodes``."""
+    found: list[tuple[set[str], ast.expr]] = []
+    for node in nodes:
+        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+            found.extend(_paired(node.targets[0], node.value, iterated=False))
+        elif isinstance(node, ast.Assign):
+            names = set().union(*(bound_names(t) for t in node.targets))
+            found.append((names, node.value))
+        elif isinstance(node, ast.AnnAssign | ast.AugAssign | ast.NamedExpr) and node.value:
+            found.append((bound_names(node.target), node.value))
+        elif isinstance(node, ast.For | ast.AsyncFor | ast.comprehension):
+            found.extend(_paired(node.target, node.iter, iterated=True))
+        elif isinstance(node, ast.withitem) and node.optional_vars is not None:
+            found.append((bound_names(node.optional_vars), node.context_expr))
+    return [(names, value) for names, value in found if names]
+
+
+def _paired(target: ast.expr, value: ast.expr, iterated: bool) -> list[tuple[set[str], ast.expr]]:
+    """Each name of ``target`` with the part of ``value`` it is bound to, where the
+    shapes match: ``a, b = x, y``; ``for pred, target in zip(preds, targets)``; ``for i,
+    x in enumerate(xs)`` (``i`` counts). Elsewhere every name is bound to all of it."""
+    elements = target.elts if isinstance(target, ast.Tuple | ast.List) else None
+    if not elements or any(isinstance(e, ast.Starred) for e in elements):
+        return [(bound_names(target), value)]
+    parts: list[ast.expr] | None = None
+    if iterated and isinstance(value, ast.Call):  # ``zip(a, b, strict=True)`` too
+        called = getattr(value.func, "id", None)
+        if called == "zip":
+            parts = value.args
+        elif called == "enumerate" and len(value.args) == 1 and len(elements) == 2:
+            count = ast.copy_location(ast.Constant(0), value)
+            return [(bound_names(elements[0]), count), *_paired(elements[1], value.args[0], True)]
+    elif not iterated and isinstance(value, ast.Tuple | ast.List):
+        parts = value.elts
+    if (
+        parts is None
+        or len(parts) != len(elements)
+        or any(isinstance(part, ast.Starred) for part in parts)
+    ):
+        return [(bound_names(target), value)]
+    return [
+        pair
+        for element, part in zip(elements, parts, strict=True)
+        for pair in _paired(element, part, iterated)
+    ]
+
+
+@dataclass(frozen=True)
+class _Lens:
+    """How a finiteness test is read: what counts as signal, which names are flags, and
+    the text to check a self-comparison against (None: structure only)."""
+
+    signal: Callable[[ast.expr], bool]
+    flags: set[str]
+    text: str | None
+
+
+@dataclass
+class Scope:
+    """What one function (or the module body) knows about its names."""
+
+    signal: set[str] = field(default_factory=set)  # tainted by origin
+    grad_functions: set[str] = field(default_factory=set)  # results of jax.grad(...)
+    flags: set[str] = field(default_factory=set)  # results of finiteness tests on signal
+    # no signal whatever they are called: bound only from a metric's result, a setting
+    # (``focal_loss: bool = False``), or ``g`` where no gradient is in sight (a graph)
+    not_signal: set[str] = field(default_factory=set)

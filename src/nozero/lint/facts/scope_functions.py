@@ -1,0 +1,316 @@
+"""The file's functions, as ``FileFacts`` sees them: which are defined, which are tests,
+loss functions or optimizer methods, which only observe, and which are called with their
+result dropped. A mixin of ``FileFacts`` (``nozero.lint.facts.scopes``): its methods read
+the file state that ``FileFacts.__init__`` sets and may ask the other parts through
+``self``."""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Callable
+from functools import cached_property
+
+from nozero.lint import vocab
+from nozero.lint.facts.scope_ast import (
+    _DIVISIONS,
+    _LOSS_ENTRY_METHODS,
+    _NO_GRADIENT_BLOCKS,
+    FunctionNode,
+    _loss_returned,
+    _names_a_loss_class,
+    _names_in,
+    _updates_a_mapping,
+    bound_names,
+    parameter_names,
+)
+from nozero.lint.imports import child_statements, dotted_name, last_part
+from nozero.lint.scaling import scaler_in_lines
+
+
+class FunctionFacts:
+    """Facts about the file's functions, the mixin part of ``FileFacts``."""
+
+    # ---- the file's functions -------------------------------------------------------
+    @cached_property
+    def _functions(self) -> dict[int, tuple[FunctionNode, FunctionNode | None]]:
+        """def line -> (function, enclosing function or None)."""
+        found: dict[int, tuple[FunctionNode, FunctionNode | None]] = {}
+        stack: list[tuple[ast.AST, FunctionNode | None]] = [(self.tree, None)]
+        while stack:
+            node, enclosing = stack.pop()
+            for child in child_statements(node):
+                if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef):
+                    found[child.lineno] = (child, enclosing)
+                    stack.append((child, child))
+                else:
+                    stack.append((child, enclosing))
+        return found
+
+    @cached_property
+    def _functions_by_name(self) -> dict[str, list[FunctionNode]]:
+        by_name: dict[str, list[FunctionNode]] = {}
+        for fn, _ in self._functions.values():
+            by_name.setdefault(fn.name, []).append(fn)
+        return by_name
+
+    def defines_function(self, name: str) -> bool:
+        """A function of this file, or a helper imported from the project."""
+        return name in self._functions_by_name or name in self.imported
+
+    def declares_setting(self, name: str) -> bool:
+        """Does the file give the setting ``name`` a default (``zero_infinity: bool =
+        field(default=False)`` in a config class, ``def __init__(self, zero_infinity=False)``)?
+        A switch rule reports the default there, not each read of it."""
+        return name in self._declared_settings
+
+    @cached_property
+    def _declared_settings(self) -> frozenset[str]:
+        found: set[str] = set()
+        for node in ast.walk(self.tree):
+            if isinstance(node, ast.AnnAssign) and node.value is not None:
+                found |= bound_names(node.target)
+            elif isinstance(node, ast.arguments):
+                positional = [*node.posonlyargs, *node.args]
+                found |= {a.arg for a in positional[len(positional) - len(node.defaults) :]}
+                found |= {
+                    a.arg for a, d in zip(node.kwonlyargs, node.kw_defaults, strict=True) if d
+                }
+        return frozenset(found)
+
+    def functions_named(self, name: str) -> list[FunctionNode]:
+        return self._functions_by_name.get(name, [])
+
+    def helper_name(self, func: ast.expr) -> str | None:
+        """The same-file function a call goes to (``helper(...)``, ``self.helper(...)``)."""
+        if isinstance(func, ast.Name):
+            name = func.id
+        elif (
+            isinstance(func, ast.Attribute)
+            and isinstance(func.value, ast.Name)
+            and (func.value.id in ("self", "cls"))
+        ):
+            name = func.attr
+        else:
+            return None
+        if isinstance(func, ast.Name) and name in self.imported:
+            return name
+        return name if name in self._functions_by_name else None
+
+    def dropped_calls(self, name: str) -> list[tuple[FunctionNode, int]]:
+        """(caller, line) of each call to the same-file function ``name`` made as a
+        statement of its own: the caller drops what the function returns."""
+        return self._dropped_calls.get(name, [])
+
+    @cached_property
+    def _dropped_calls(self) -> dict[str, list[tuple[FunctionNode, int]]]:
+        found: dict[str, list[tuple[FunctionNode, int]]] = {}
+        for caller, _ in self._functions.values():
+            for node in self.nodes(caller):
+                if isinstance(node, ast.Expr) and isinstance(node.value, ast.Call):
+                    name = self.helper_name(node.value.func)
+                    if name is not None:
+                        found.setdefault(name, []).append((caller, node.lineno))
+        return found
+
+    def only_observes(self, key: int) -> bool:
+        """Does the function on line ``key``, or one around it, only observe values
+        (evaluation under ``no_grad``/``eval()``, plots, metrics) while computing no
+        gradient and taking no step? What it does with a non-finite value trains nothing."""
+        while key in self._functions:
+            function, enclosing = self._functions[key]
+            if self._observes(function):
+                return True
+            key = enclosing.lineno if enclosing else 0
+        return False
+
+    def _observes(self, fn: FunctionNode) -> bool:
+        key = ("observes", str(fn.lineno))
+        if key not in self._helper_memo:
+            calls = [n for n in ast.walk(fn) if isinstance(n, ast.Call)]
+            # Hessian-vector products (``autograd.grad(grads, params, grad_outputs=v)``)
+            # measure curvature; they are diagnostics unless a step follows
+            curvature = [
+                c
+                for c in calls
+                if any(k.arg in ("grad_outputs", "create_graph") for k in c.keywords)
+            ]
+            called = {
+                self.called(n.func)
+                for n in calls
+                if n not in curvature and not _updates_a_mapping(n)
+            }
+            # ``@torch.no_grad()`` as well as ``@torch.no_grad``
+            decorators = {
+                self.called(d.func if isinstance(d, ast.Call) else d) for d in fn.decorator_list
+            }
+            called |= decorators
+            evaluation = vocab.names_evaluation(fn.name)
+            if evaluation:  # ``validation_step`` calling the module's shared ``self.step``
+                called -= {self.helper_name(n.func) for n in calls} - {None}
+            # An optimizer's ``step`` runs under ``no_grad`` as torch's own do: it trains.
+            # A loss function trains too: what it returns is backpropagated, whatever it
+            # computes under ``no_grad`` (a score-distillation target).
+            trains = (
+                called & (vocab.UPDATE_CALLS | vocab.TRAINING_CALLS)
+                or (
+                    vocab.STEPPING_NAME_WORDS.intersection(vocab.name_words(fn.name))
+                    and not evaluation
+                )
+                or self.is_loss_function(fn)
+                or fn.lineno in self._optimizer_methods
+                or (
+                    not evaluation
+                    and called & vocab.OBSERVING_MARKERS <= _NO_GRADIENT_BLOCKS
+                    and not decorators & _NO_GRADIENT_BLOCKS
+                    and self._returns_loss_with_gradient(fn)
+                )
+            )
+            marked = bool(called & vocab.OBSERVING_MARKERS) or bool(curvature) or evaluation
+            self._helper_memo[key] = not trains and marked
+        return self._helper_memo[key]
+
+    def _returns_loss_with_gradient(self, fn: FunctionNode) -> bool:
+        """Does ``fn`` hand back a loss it computed outside ``no_grad`` (``with no_grad():
+        frames = decode(x)`` ... ``loss = (reward * recon).mean(); return loss``)? Its
+        caller backpropagates it, whatever the function is named."""
+        returned = {
+            name
+            for node in self.nodes(fn)
+            if isinstance(node, ast.Return) and node.value is not None
+            for name in _names_in(_loss_returned(node.value))
+            if vocab.is_loss_name(name)
+        }
+        if not returned:
+            return False
+        without_gradient = [
+            (node.lineno, node.end_lineno or node.lineno)
+            for node in self.nodes(fn)
+            if isinstance(node, ast.With | ast.AsyncWith)
+            and any(
+                isinstance(item.context_expr, ast.Call)
+                and self.called(item.context_expr.func) in _NO_GRADIENT_BLOCKS
+                for item in node.items
+            )
+        ]
+        return any(
+            bool(names & returned)
+            and not any(first <= value.lineno <= last for first, last in without_gradient)
+            for names, value in self.bindings(fn)
+        )
+
+    def mentions_scaling(self, key: int) -> bool:
+        """Is the function on line ``key`` part of fp16 dynamic loss scaling (a scaler at
+        work: the scale adjusted, a scaler's API used)? Its selects are the opt-in rule's."""
+        entry = self._functions.get(key)
+        if entry is None:
+            return False
+        fn = entry[0]
+        first = min([fn.lineno, *(d.lineno for d in fn.decorator_list)])
+        return scaler_in_lines(self.nodes(fn), self.source, first, fn.end_lineno or fn.lineno)
+
+    def hides_nothing(self, call: ast.Call) -> bool:
+        """A ``nan_to_num`` that hides no non-finite training value: every replacement is
+        NaN again (Inf made more visible), or it guards the 0/0 of a scale factor
+        (``nan_to_num(minimum(clip / norm, 1.0), nan=1.0)``) while NaN gradients still
+        flow through the product."""
+        keywords = {k.arg: k.value for k in call.keywords if k.arg}
+        if keywords and all(
+            self._is_nan_constant(keywords.get(name)) for name in ("nan", "posinf", "neginf")
+        ):
+            return True
+        receiver = call.func.value if isinstance(call.func, ast.Attribute) else None
+        if isinstance(receiver, ast.Call | ast.BinOp | ast.Subscript):
+            # the tensor method: ``max_norm.div_(grad_norm).nan_to_num_(nan=1.0)``
+            subject, nan = receiver, keywords.get("nan", call.args[0] if call.args else None)
+        else:
+            nan = keywords.get("nan", call.args[1] if len(call.args) > 1 else None)
+            subject = call.args[0] if call.args else keywords.get("x")
+        return self._is_ratio(subject) and isinstance(nan, ast.Constant) and nan.value == 1
+
+    def _is_ratio(self, node: ast.expr | None) -> bool:
+        """``clip / norm``, ``max_norm.div_(norm)``, ``minimum(clip / norm, 1.0)``."""
+        if isinstance(node, ast.BinOp):
+            return isinstance(node.op, ast.Div)
+        if not isinstance(node, ast.Call):
+            return False
+        name = self.called(node.func)
+        if name in _DIVISIONS:
+            return True
+        if name in {"minimum", "min", "clip", "clamp", "clamp_"}:
+            receiver = [node.func.value] if isinstance(node.func, ast.Attribute) else []
+            return any(self._is_ratio(a) for a in [*node.args, *receiver])
+        return False
+
+    def _is_nan_constant(self, node: ast.expr | None) -> bool:
+        if isinstance(node, ast.Attribute):
+            return node.attr in ("nan", "NaN")
+        return (
+            isinstance(node, ast.Call)
+            and dotted_name(node.func) == "float"
+            and bool(node.args)
+            and isinstance(node.args[0], ast.Constant)
+            and str(node.args[0].value).lower() == "nan"
+        )
+
+    def in_test(self, key: int) -> bool:
+        """Is line ``key``'s function inside a test (``def test_...``, a ``Test...`` class
+        or a ``...TestCase``, or anything in a test module)? A test that calls a switch
+        exercises it; it trains nothing."""
+        return self.test_module or key in self._test_functions
+
+    @cached_property
+    def _test_functions(self) -> frozenset[int]:
+        return self._marked_functions(
+            lambda cls: cls.name.startswith("Test") or cls.name.endswith(("Test", "TestCase")),
+            lambda fn: fn.name.startswith("test"),
+        )
+
+    @cached_property
+    def _optimizer_methods(self) -> frozenset[int]:
+        """Def lines of the functions in a class that subclasses an optimizer
+        (``class Lion(torch.optim.Optimizer)``): optimizer code, which trains."""
+        if "Optimizer" not in self.source:
+            return frozenset()
+        return self._marked_functions(
+            lambda cls: any("Optimizer" in last_part(dotted_name(b) or "") for b in cls.bases)
+        )
+
+    def is_loss_function(self, function: FunctionNode) -> bool:
+        """A function named for a loss (``def dice_loss``), or the entry point of a loss
+        class (``class DDPLoss(nn.Module): def forward``, a Keras ``Loss.call``)."""
+        if vocab.is_loss_name(function.name):
+            return True
+        return function.name in _LOSS_ENTRY_METHODS and function.lineno in self._loss_class_methods
+
+    @cached_property
+    def _loss_class_methods(self) -> frozenset[int]:
+        # ``MAELoss``, ``DDPLoss``: a capital run before ``Loss`` is one word to split on
+        return self._marked_functions(_names_a_loss_class)
+
+    def _marked_functions(
+        self,
+        class_mark: Callable[[ast.ClassDef], bool],
+        function_mark: Callable[[FunctionNode], bool] = lambda fn: False,
+    ) -> frozenset[int]:
+        """Def lines of the functions in a class ``class_mark`` accepts or that
+        ``function_mark`` accepts, and of every function nested in one."""
+        found: set[int] = set()
+        stack: list[tuple[ast.AST, bool]] = [(self.tree, False)]
+        while stack:
+            node, inside = stack.pop()
+            for child in child_statements(node):
+                if isinstance(child, ast.ClassDef):
+                    stack.append((child, inside or class_mark(child)))
+                elif isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef):
+                    marked = inside or function_mark(child)
+                    if marked:
+                        found.add(child.lineno)
+                    stack.append((child, marked))
+                else:
+                    stack.append((child, inside))
+        return frozenset(found)
+
+    def parameters(self, key: int) -> set[str]:
+        """Parameter names of the function defined on line ``key`` (none at module level)."""
+        entry = self._functions.get(key)
+        return parameter_names(entry[0]) if entry else set()

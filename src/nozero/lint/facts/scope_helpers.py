@@ -1,0 +1,318 @@
+"""Same-file helpers and constants: whether a helper of the file returns signal, tests,
+sanitizes or raises; whether a constant is finite; masks and checks before a use; and the
+queries rules make on a libcst node's code. A mixin of ``FileFacts``
+(``nozero.lint.facts.scopes``), sharing its state through ``self``."""
+
+from __future__ import annotations
+
+import ast
+
+from nozero.lint import vocab
+from nozero.lint.facts.scope_ast import (
+    _CONVERSION_WORDS,
+    _NONFINITE_WORDS,
+    _SIGN_WORDS,
+    SANITIZED_KEYWORDS,
+    FunctionNode,
+    Scope,
+    _is_mask,
+    _names_in,
+    _true_when_nonfinite,
+    parameter_names,
+)
+
+
+class HelperFacts:
+    """Same-file helpers and constants, the mixin part of ``FileFacts``."""
+
+    # ---- same-file helpers ----------------------------------------------------------
+    def _helper(self, kind: str, name: str) -> bool:
+        key = (kind, name)
+        if key not in self._helper_memo:
+            if name in self.imported:
+                return self.imported[name].kinds[kind]
+            self._helper_memo[key] = False  # recursion guard
+            check = getattr(self, f"_{kind}")
+            self._helper_memo[key] = any(check(fn) for fn in self._functions_by_name[name])
+        return self._helper_memo[key]
+
+    def _helper_returns_signal(self, name: str) -> bool:
+        return self._helper("returns_signal", name)
+
+    def is_predicate_helper(self, name: str) -> bool:
+        return self._helper("tests_parameter", name)
+
+    def is_sanitizer_helper(self, name: str) -> bool:
+        """A same-file function that replaces non-finite values of its argument (a helper
+        named for plots or metrics is left alone, like the values it cleans)."""
+        return not vocab.is_metric_name(name) and self._helper("sanitizes_parameter", name)
+
+    def is_raising_helper(self, name: str) -> bool:
+        return self._helper("raises_somewhere", name)
+
+    def _returns_signal(self, fn: FunctionNode) -> bool:
+        scope = self.scope(fn.lineno)
+        return any(
+            isinstance(node, ast.Return)
+            and node.value is not None
+            and self.is_signal(node.value, scope)
+            for node in self.nodes(fn)
+        )
+
+    def _parameter_scope(self, fn: FunctionNode, only: str | None = None) -> Scope:
+        """The function's scope, assuming its parameters (or just ``only``) are training
+        signal, and so the tests of them it binds (``mask = isnan(terms)``) flags."""
+        own = self.scope(fn.lineno)
+        assumed = parameter_names(fn) if only is None else {only}
+        scope = Scope(own.signal | assumed, own.grad_functions, set(own.flags))
+        for names, value in self.bindings(fn):
+            if not names <= scope.flags and _true_when_nonfinite(value):
+                if self.is_nonfinite_test(value, scope, self.source):
+                    scope.flags |= names
+        return scope
+
+    def _tests_parameter(self, fn: FunctionNode) -> bool:
+        candidates = self.flag_candidates(fn)
+        returns = [
+            node.value
+            for node in self.nodes(fn)
+            if isinstance(node, ast.Return)
+            and isinstance(node.value, ast.expr)
+            and self.may_be_test(node.value, candidates)
+        ]
+        if not returns:  # screened without computing the function's scope
+            return False
+        scope = self._parameter_scope(fn)
+        return any(self.is_nonfinite_test(value, scope, self.source) for value in returns)
+
+    def flag_candidates(self, fn: FunctionNode) -> set[str]:
+        """Names ``fn`` binds to something that may be a finiteness test: a cheap,
+        syntactic superset of its flags (no signal tracking)."""
+        found: set[str] = set()
+        bindings = self.bindings(fn)
+        changed = True
+        while changed:
+            changed = False
+            for names, value in bindings:
+                if not names <= found and self.may_be_test(value, found):
+                    found |= names
+                    changed = True
+        return found
+
+    def sanitized_parameters(self, name: str) -> list[tuple[int, str]]:
+        """(position, name) of each parameter a same-file sanitizer cleans, so that a call
+        counts only when it hands training signal to one of them."""
+        if name in self.imported:
+            return list(self.imported[name].cleans)
+        if name in self._sanitized:
+            return self._sanitized[name]
+        self._sanitized[name] = []  # a helper calling itself, or two calling each other
+        found: list[tuple[int, str]] = []
+        for fn in self._functions_by_name.get(name, []):
+            args = [a.arg for a in (*fn.args.posonlyargs, *fn.args.args)]
+            offset = 1 if args[:1] in (["self"], ["cls"]) else 0
+            for index, parameter in enumerate(args[offset:]):
+                if self._sanitizes_parameter(fn, parameter):
+                    found.append((index, parameter))
+            found += [
+                (-1, a.arg) for a in fn.args.kwonlyargs if self._sanitizes_parameter(fn, a.arg)
+            ]
+        self._sanitized[name] = found
+        return found
+
+    def _sanitizes_parameter(self, fn: FunctionNode, only: str | None = None) -> bool:
+        calls = [
+            (node, self.called(node.func)) for node in self.nodes(fn) if isinstance(node, ast.Call)
+        ]
+        # ``tree_map(np.nan_to_num, vals)``, ``tree_map(partial(jnp.nan_to_num, nan=0), v)``
+        calls += [
+            (c, "mapped")
+            for c, n in calls
+            if n in vocab.MAPPERS and len(c.args) >= 2 and self._sanitizer_reference(c.args[0])
+        ]
+        # another same-file sanitizer it hands its values to (``_jit_nan_to_num(vals)``)
+        calls += [
+            (c, "helper")
+            for c, n in calls
+            if (helper := self.helper_name(c.func))
+            and helper != fn.name
+            and self.sanitized_parameters(helper)
+        ]
+        calls = [
+            (c, n)
+            for c, n in calls
+            if n in vocab.SANITIZERS | vocab.MASKED_FILL | {"where", "mapped", "helper"}
+        ]
+        calls += [
+            (node, "[]=")  # ``x[torch.isnan(x)] = 0.0``
+            for node in self.nodes(fn)
+            if isinstance(node, ast.Assign)
+            and any(isinstance(t, ast.Subscript) for t in node.targets)
+            and self.is_finite_constant(node.value)
+        ]
+        if not calls:
+            return False
+        own = self.scope(fn.lineno)
+        if self._cleans(calls, own):
+            return False  # it cleans signal of its own: that statement is the finding
+        return self._cleans(calls, self._parameter_scope(fn, only))
+
+    def _cleans(self, calls: list[tuple[ast.Call | ast.Assign, str]], scope: Scope) -> bool:
+        """Does one of ``calls`` (sanitizers, masked fills and assignments, selects)
+        replace non-finite values of ``scope``'s signal by finite ones?"""
+        for node, name in calls:
+            if isinstance(node, ast.Assign):
+                masks = [t.slice for t in node.targets if isinstance(t, ast.Subscript)]
+                if any(self.is_nonfinite_test(m, scope, self.source) for m in masks):
+                    return True
+                continue
+            if name == "mapped" and any(self.is_signal(v, scope) for v in node.args[1:]):
+                return True
+            if name == "helper" and self._hands_to_sanitizer(node, scope):
+                return True
+            if name in vocab.SANITIZERS and self.hides_nothing(node):
+                continue
+            if name in vocab.SANITIZERS:
+                subjects = [*node.args[:1]]
+                subjects += [k.value for k in node.keywords if k.arg in SANITIZED_KEYWORDS]
+                if isinstance(node.func, ast.Attribute):
+                    subjects.append(node.func.value)
+                if any(self.is_signal(s, scope) for s in subjects):
+                    return True
+            elif name in vocab.MASKED_FILL and node.args:
+                mask = node.args[0 if len(node.args) < 3 else 1]
+                if self.is_nonfinite_test(mask, scope, self.source):
+                    return True
+            elif name == "where" and len(node.args) >= 3:
+                if any(self.is_finite_constant(b) for b in node.args[1:3]) and (
+                    self.is_nonfinite_test(node.args[0], scope, self.source)
+                ):
+                    return True
+        return False
+
+    def is_constant(self, node: ast.expr) -> bool:
+        """A number, ``-1.0``, ``jnp.nan``, a constant fill (``zeros_like(x)``) or a
+        conversion of a constant (``torch.tensor(0.0)``, ``float("nan")``; ``float(v)``
+        converts a value and is no constant)."""
+        if isinstance(node, ast.UnaryOp):
+            node = node.operand
+        if isinstance(node, ast.Constant):
+            return isinstance(node.value, int | float | complex) and not isinstance(
+                node.value, bool
+            )
+        if isinstance(node, ast.Attribute):
+            return node.attr in vocab.CONSTANT_NAMES
+        if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Mult):
+            # ``value * ones_like(g)``: a fill with a number the caller chose
+            sides = (node.left, node.right)
+            return any(map(self._is_fill, sides)) and all(
+                self._is_fill(side) or isinstance(side, ast.Name | ast.Constant) for side in sides
+            )
+        if not isinstance(node, ast.Call):
+            return False
+        name = self.called(node.func)
+        if name in vocab.CONSTANT_CONVERSIONS:
+            return bool(node.args) and all(
+                self.is_constant(a) or (isinstance(a, ast.Constant) and isinstance(a.value, str))
+                for a in node.args
+            )
+        return name in vocab.CONSTANT_FILLS
+
+    def _is_fill(self, node: ast.expr) -> bool:
+        return isinstance(node, ast.Call) and self.called(node.func) in vocab.CONSTANT_FILLS
+
+    def is_finite_constant(self, node: ast.expr) -> bool:
+        """A constant that stands in for a value as a finite number (``0.0``,
+        ``zeros_like(x)``): what hides a NaN or an Inf it replaces."""
+        return self.is_constant(node) and not self.is_nonfinite_constant(node)
+
+    def is_nonfinite_constant(self, node: ast.expr) -> bool:
+        """``jnp.inf``, ``-math.inf``, ``float("nan")``, ``torch.tensor(float("-inf"))``,
+        ``self.neg_inf``: put in place of NaN or Inf, it is still not finite (a rejected
+        trial, a masked log-probability), so nothing is hidden."""
+        if isinstance(node, ast.UnaryOp):
+            node = node.operand
+        if isinstance(node, ast.Name | ast.Attribute):
+            name = node.id if isinstance(node, ast.Name) else node.attr
+            words = set(vocab.name_words(name.lower()))
+            return bool(words & _NONFINITE_WORDS) and words <= _NONFINITE_WORDS | _SIGN_WORDS
+        if not (isinstance(node, ast.Call) and node.args):
+            return False
+        called = self.called(node.func)
+        if called == "float" and isinstance(node.args[0], ast.Constant):
+            return str(node.args[0].value).lower().lstrip("+-") in ("nan", "inf", "infinity")
+        if called in ("full", "full_like"):
+            return len(node.args) > 1 and self.is_nonfinite_constant(node.args[1])
+        if _CONVERSION_WORDS.intersection(vocab.name_words(called)) or (
+            called in vocab.CONSTANT_CONVERSIONS
+        ):
+            return self.is_nonfinite_constant(node.args[0])  # ``numpy_dtype(-np.inf)``
+        return False
+
+    def masked_before(self, key: int, name: str, line: int) -> bool:
+        """Was ``name`` multiplied by a mask before ``line`` in the function on line
+        ``key`` (``loss = loss * mask``, ``loss *= mask``)? Its NaN then sits where the
+        mask is zero (``0 * inf`` of a masked-out target), and clearing it is masking."""
+        entry = self._functions.get(key)
+        if entry is None:
+            return False
+        for node in self.nodes(entry[0]):
+            if getattr(node, "lineno", line) >= line:
+                continue
+            if isinstance(node, ast.AugAssign) and isinstance(node.op, ast.Mult):
+                target, factors = node.target, [node.value]
+            elif (
+                isinstance(node, ast.Assign)
+                and isinstance(node.value, ast.BinOp)
+                and isinstance(node.value.op, ast.Mult)
+            ):
+                target, factors = node.targets[0], [node.value.left, node.value.right]
+            else:
+                continue
+            if (
+                isinstance(target, ast.Name)
+                and target.id == name
+                and any(_is_mask(factor) for factor in factors)
+            ):
+                return True
+        return False
+
+    def only_checks(self, key: int, name: str) -> bool:
+        """Does the function on line ``key`` assert on ``name`` while it neither hands
+        ``name`` back nor trains? Cleaning a copy of the parameters before comparing it
+        across ranks (a consistency check) hides nothing from training."""
+        entry = self._functions.get(key)
+        if entry is None:
+            return False
+        nodes = self.nodes(entry[0])
+        asserted = any(isinstance(n, ast.Assert) and name in _names_in(n.test) for n in nodes)
+        returned = any(
+            isinstance(n, ast.Return) and n.value is not None and name in _names_in(n.value)
+            for n in nodes
+        )
+        steps = any(
+            isinstance(n, ast.Call)
+            and self.called(n.func) in vocab.UPDATE_CALLS | vocab.TRAINING_CALLS
+            for n in nodes
+        )
+        return asserted and not returned and not steps
+
+    def _raises_somewhere(self, fn: FunctionNode) -> bool:
+        """A raise on some path counts (a helper that re-raises when out of retries)."""
+        return any(isinstance(node, ast.Raise) for node in self.nodes(fn))
+
+    # ---- queries from rules, on the code of a libcst node ----------------------------
+    def parse_expression(self, code: str) -> tuple[ast.expr, str]:
+        """The ``ast`` of one expression's code, and the text positions refer to."""
+        if code not in self._parsed:
+            text = f"(\n{code}\n)"
+            self._parsed[code] = (ast.parse(text, mode="eval").body, text)
+        return self._parsed[code]
+
+    def code_is_signal(self, code: str, key: int) -> bool:
+        expr, _ = self.parse_expression(code)
+        return self.is_signal(expr, self.scope(key))
+
+    def code_is_nonfinite_test(self, code: str, key: int) -> bool:
+        expr, text = self.parse_expression(code)
+        return self.is_nonfinite_test(expr, self.scope(key), text)

@@ -1,0 +1,282 @@
+"""Where training signal comes from in one scope and how it spreads: the ``Scope`` of a
+function, its loss, gradients and metric results, and propagation through assignments.
+A mixin of ``FileFacts`` (``nozero.lint.facts.scopes``), sharing its state through
+``self``."""
+
+from __future__ import annotations
+
+import ast
+from functools import cached_property
+
+from nozero.lint import vocab
+from nozero.lint.facts.scope_ast import (
+    _LOSS_ENTRY_METHODS,
+    FunctionNode,
+    Scope,
+    _describes,
+    _graphs_or_generators,
+    _loss_returned,
+    _names_gradients,
+    _names_in,
+    _parameters_given,
+    _values_in,
+    parameter_names,
+)
+from nozero.lint.imports import dotted_name, last_part
+
+
+class SignalFacts:
+    """Scopes and the sources of signal, the mixin part of ``FileFacts``."""
+
+    # ---- scopes ---------------------------------------------------------------------
+    def scope(self, key: int) -> Scope:
+        """Facts for the function defined on line ``key`` (0: the module body)."""
+        if key not in self._scopes:
+            self._scopes[key] = Scope()  # guards recursion through helpers
+            self._scopes[key] = self._compute_scope(key)
+        return self._scopes[key]
+
+    def _compute_scope(self, key: int) -> Scope:
+        entry = self._functions.get(key)
+        if entry is None:
+            root: ast.AST = self.tree
+            scope = Scope()
+        else:
+            root, enclosing = entry
+            parent = self.scope(enclosing.lineno if enclosing else 0)
+            # a name the function assigns itself is its own local: the enclosing scope's
+            # ``labels`` (an aux output of ``value_and_grad``) is not the loss function's.
+            # Parameters keep what an enclosing function knows (a ``lax.while_loop``
+            # body's ``state`` is that function's state); a module's names reach its
+            # functions only as globals.
+            assigned = set().union(*(names for names, _ in self.bindings(root)))
+            parameters = parameter_names(root)
+            local = assigned - parameters if enclosing else assigned | parameters
+            scope = Scope(
+                parent.signal - local, parent.grad_functions - local, parent.flags - local
+            )
+        bindings = self.bindings(root)
+        scope.not_signal = self._metric_results(bindings) | self._settings(root, bindings)
+        if not self._sees_gradients(key):
+            scope.not_signal |= vocab.AMBIGUOUS_SIGNAL_NAMES
+        scope.not_signal |= _graphs_or_generators(self.nodes(root))
+        self._propagate(bindings, scope)
+        feeding = self._predictions_feeding_loss(root, bindings) | self._returned_loss(root)
+        feeding -= scope.signal
+        if feeding:
+            scope.signal |= feeding
+            self._propagate(bindings, scope)
+        return scope
+
+    def _returned_loss(self, root: ast.AST) -> set[str]:
+        """What a loss function returns as its value (``return result``, ``return
+        where(isfinite(result), result, 0)``): the loss, whatever it is called."""
+        if not isinstance(root, FunctionNode) or not self.is_loss_function(root):
+            return set()
+        found: set[str] = set()
+        for node in self.nodes(root):
+            if not isinstance(node, ast.Return) or node.value is None:
+                continue
+            value = _loss_returned(node.value)
+            if isinstance(value, ast.Call) and self.called(value.func) in (
+                vocab.SELECTORS | vocab.SANITIZERS
+            ):
+                found |= {a.id for a in value.args if isinstance(a, ast.Name)}
+            elif isinstance(value, ast.Name):
+                found.add(value.id)
+        return {n for n in found if not (vocab.is_metric_name(n) or vocab.is_measure_name(n))}
+
+    def _metric_results(self, bindings: list[tuple[set[str], ast.expr]]) -> set[str]:
+        """Names every binding of which is a metric's result (``loss = metric.compute()``
+        in an evaluator): observations, whatever they are called."""
+        only_metrics: dict[str, bool] = {}
+        for names, value in bindings:
+            measured = isinstance(value, ast.Call) and self.computes_metric(value)
+            for name in names:
+                only_metrics[name] = only_metrics.get(name, True) and measured
+        return {name for name, measured in only_metrics.items() if measured}
+
+    @staticmethod
+    def _settings(root: ast.AST, bindings: list[tuple[set[str], ast.expr]]) -> set[str]:
+        """Parameters declared as settings (``focal_loss: bool = False``, ``mode: str``,
+        ``cfg: TrainConfig``) that the function never re-binds: no tensor, whatever
+        their name says."""
+        if not isinstance(root, ast.FunctionDef | ast.AsyncFunctionDef):
+            return set()
+        args = root.args
+        positional = [*args.posonlyargs, *args.args]
+        defaults: dict[str, ast.expr | None] = dict.fromkeys(a.arg for a in positional)
+        # the last positional parameters take the defaults; every keyword-only one has one
+        defaults.update(zip((a.arg for a in positional[::-1]), args.defaults[::-1], strict=False))
+        defaults.update(zip((a.arg for a in args.kwonlyargs), args.kw_defaults, strict=True))
+        rebound = set().union(*(names for names, _ in bindings))
+        found = set()
+        for arg in [*positional, *args.kwonlyargs]:
+            default = defaults.get(arg.arg)
+            annotation = last_part(dotted_name(arg.annotation) or "") if arg.annotation else ""
+            declared = annotation in ("bool", "str") or vocab.is_config_name(annotation)
+            if isinstance(default, ast.Constant) and isinstance(default.value, bool | str):
+                declared = True
+            if isinstance(default, ast.Name) and default.id.isupper():
+                declared = True  # ``params=PARAMS``: a module's constant table of settings
+            if declared and arg.arg not in rebound:
+                found.add(arg.arg)
+        return found
+
+    def _sees_gradients(self, key: int) -> bool:
+        """Does the function on line ``key`` (or one around it, or its optimizer class)
+        handle gradients: a name or call that says so? Only there is ``g`` a gradient;
+        elsewhere it is a graph or a random generator."""
+        memo = ("gradients", str(key))
+        if memo not in self._helper_memo:
+            entry = self._functions.get(key)
+            root: ast.AST = entry[0] if entry else self.tree
+            enclosing = entry[1] if entry else None
+            self._helper_memo[memo] = (
+                key in self._optimizer_methods
+                or any(_names_gradients(node) for node in self.nodes(root))
+                or (enclosing is not None and self._sees_gradients(enclosing.lineno))
+            )
+        return self._helper_memo[memo]
+
+    def _propagate(self, bindings: list[tuple[set[str], ast.expr]], scope: Scope) -> None:
+        """Grow ``scope`` through its bindings until nothing new is learned."""
+        changed = True
+        while changed:
+            changed = False
+            for names, value in bindings:
+                plain = {n for n in names if not vocab.is_metric_name(n)}
+                if self._is_grad_transform(value, scope) and not plain <= scope.grad_functions:
+                    scope.grad_functions |= plain
+                    changed = True
+                if not plain <= scope.signal and self.is_signal(value, scope):
+                    scope.signal |= plain
+                    changed = True
+                if not names <= scope.flags and self.is_nonfinite_test(value, scope, self.source):
+                    scope.flags |= names
+                    changed = True
+
+    def _predictions_feeding_loss(
+        self, root: ast.AST, bindings: list[tuple[set[str], ast.expr]]
+    ) -> set[str]:
+        """A model's outputs (``logits = self.head(x)``, ``out = model.apply(p, x)`` and
+        what is computed from them) that the scope's loss is computed from: cleaning those
+        hides a NaN the model produced. Inputs and labels reach the loss too, but come from
+        the data: cleaning them is input cleaning."""
+        fed = self._names_reaching_a_loss(root, bindings)
+        if not fed:  # most scopes compute no loss: nothing to follow
+            return set()
+        predictions: set[str] = set()
+        if isinstance(root, FunctionNode):
+            predictions = (fed & parameter_names(root)) | self._prediction_parameters(root)
+        # a size is no prediction, whatever its name (``n_pred_ch = input.shape[1]``)
+        valued = [(names, value) for names, value in bindings if not _describes(value)]
+        changed = True
+        while changed:
+            changed = False
+            for names, value in valued:
+                if not names <= predictions and (
+                    any(vocab.is_prediction_name(n) for n in names)
+                    or self._calls_model(value)
+                    or bool(_values_in(value) & predictions)
+                ):
+                    predictions |= names
+                    changed = True
+        return predictions & fed
+
+    def _names_reaching_a_loss(
+        self, root: ast.AST, bindings: list[tuple[set[str], ast.expr]]
+    ) -> set[str]:
+        """Names the scope computes its loss from: arguments of a loss call, values bound
+        to a loss, what a loss function returns. A parameter re-bound to a model's output
+        (``def forward(self, x): x = nan_to_num(x); x = self.layer(x)``) was first the
+        input, which may be cleaned: parameters are left out, but for a loss function's
+        predictions (``def dice_loss(y_true, y_pred)``), which the model made."""
+        sources: list[ast.AST] = [v for names, v in bindings if any(map(vocab.is_loss_name, names))]
+        function = root if isinstance(root, ast.FunctionDef | ast.AsyncFunctionDef) else None
+        returns_loss = function is not None and (
+            self.is_loss_function(function) or function.name in self._loss_parts
+        )
+        for node in self.nodes(root):
+            if isinstance(node, ast.Call) and vocab.is_loss_name(self.called(node.func)):
+                sources.extend([*node.args, *(k.value for k in node.keywords)])
+            elif isinstance(node, ast.Return) and node.value is not None and returns_loss:
+                sources.append(_loss_returned(node.value))
+        fed = set().union(*(_names_in(source) for source in sources))
+        # and what those are computed from (``ratio`` from ``mu``), but through no call a
+        # gradient does not flow back through
+        made_from = [
+            (names, _values_in(value)) for names, value in bindings if not self._cuts(value)
+        ]
+        changed = bool(fed)
+        while changed:
+            changed = False
+            for names, used in made_from:
+                if names & fed and not used <= fed:
+                    fed |= used
+                    changed = True
+        if function is None:
+            return fed
+        return fed - (parameter_names(function) - self._prediction_parameters(function))
+
+    def _prediction_parameters(self, function: FunctionNode) -> set[str]:
+        """The parameters of a loss function that hold the model's predictions: those
+        named so (``def dice_loss(y_true, y_pred)``), and those a loss function hands its
+        predictions in through (``tversky_term(y_true, y_pred)`` called in ``dice_loss``)."""
+        if self.is_loss_function(function):
+            parameters = parameter_names(function)
+            # torch's loss modules take ``forward(self, input, target)``: the input is
+            # the model's output
+            given = {"input"} & parameters if parameters & {"target", "targets"} else set()
+            return set(filter(vocab.is_prediction_name, parameters)) | given
+        return self._loss_parts.get(function.name, set())
+
+    @cached_property
+    def _loss_parts(self) -> dict[str, set[str]]:
+        """Same-file functions a loss function calls with its predictions, and the
+        parameters those arrive in: such a function computes a part of the loss."""
+        parts: dict[str, set[str]] = {}
+        for function, _ in self._functions.values():
+            if not self.is_loss_function(function):
+                continue
+            predictions = self._prediction_parameters(function)
+            for node in self.nodes(function) if predictions else ():
+                if not isinstance(node, ast.Call):
+                    continue
+                name = self.helper_name(node.func)
+                if name is None or vocab.is_loss_name(name) or name in _LOSS_ENTRY_METHODS:
+                    continue  # ``forward`` is every module's: calling one runs a module
+                for helper in self.functions_named(name):
+                    fed = _parameters_given(helper, node, predictions)
+                    if fed:
+                        parts.setdefault(name, set()).update(fed)
+        return parts
+
+    def _cuts(self, value: ast.expr) -> bool:
+        """Does ``value`` go through a call no gradient flows back through?"""
+        return any(
+            isinstance(node, ast.Call) and self.called(node.func) in vocab.NO_GRADIENT_CALLS
+            for node in ast.walk(value)
+        )
+
+    def called(self, func: ast.expr) -> str:
+        """The last part of what a call goes to, resolved through the file's imports
+        (``np.isnan`` -> ``isnan``; ``self.helper`` -> ``helper``)."""
+        return last_part(self.qualified(func) or getattr(func, "attr", None))
+
+    def _calls_model(self, value: ast.expr) -> bool:
+        """Is ``value`` computed by calling a model (``model(x)``, ``self.proj(x)``,
+        ``state.apply_fn(params, x)``, ``self.encoder.extract_features(x)``)?"""
+        for node in ast.walk(value):
+            if isinstance(node, ast.Call):
+                chain = (dotted_name(node.func) or "").split(".")
+                if any(vocab.is_model_name(part) for part in chain if part != "self"):
+                    return True
+        return False
+
+    def is_guarded(self, key: int) -> bool:
+        """Does the function on line ``key`` raise, or record a failed finiteness test
+        (return it, store it, pass it on) so that a caller can raise?"""
+        entry = self._functions.get(key)
+        root: ast.AST = entry[0] if entry else self.tree
+        return self._raises(root) or self._records(root, self.scope(key))
