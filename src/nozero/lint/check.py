@@ -2,28 +2,25 @@
 
 NZ003 asks a question about the suppressions rather than the code (does a comment name a
 code that exists, and does it suppress anything?), so it runs after the engine, on what
-the engine found with and without the comments; the runner and the rule examples' tests
-both check files through here.
+the engine found before and after the comments were applied, in one pass; the runner and
+the rule examples' tests both check files through here.
 """
 
 from __future__ import annotations
 
 import ast
-import re
 from collections.abc import Collection
 from typing import TYPE_CHECKING
 
 from nozero.lint.catalog import ALL_CODES, DEFAULT_CODES
 from nozero.lint.files import is_test_module
 from nozero.lint.finding import Finding
-from nozero.lint.lines import split_lines
 from nozero.lint.noqa import Noqa, has_nozero_noqa, noqa_comments
 
 if TYPE_CHECKING:
     from nozero.lint.project import View
 
 UNUSED_NOQA = "NZ003"
-_NOQA_WORD = re.compile(r"noqa", re.IGNORECASE)
 
 
 def check_source(
@@ -40,28 +37,30 @@ def check_source(
     from nozero.lint.engine import lint_source  # libcst: imported only to lint
 
     enabled = DEFAULT_CODES if select is None else frozenset(select)
-    options = {
-        "select": enabled,
-        "require_reason": require_reason,
-        "shortcuts": shortcuts,
-        "view": view,
-    }
-    findings = lint_source(source, path, **options)
-    if UNUSED_NOQA not in enabled or not has_nozero_noqa(source):
-        return findings
-    comments = [c for c in noqa_comments(source).values() if _nozero_codes(c)]
+    options = {"require_reason": require_reason, "shortcuts": shortcuts, "view": view}
+    comments = []
+    if UNUSED_NOQA in enabled and has_nozero_noqa(source):
+        comments = [c for c in noqa_comments(source).values() if _nozero_codes(c)]
     if not comments:
-        return findings
-    raw: list[Finding] | None = None
+        return lint_source(source, path, select=enabled, **options)
+    # The rules the comments name run too, enabled or not: a comment for a rule left off
+    # is stale all the same when that rule has nothing to say there. Their findings
+    # before suppression tell what each comment could suppress; only the enabled codes
+    # are reported.
     named = {
         k for c in comments for code in _nozero_codes(c) for k in ALL_CODES if k.startswith(code)
     }
-    if not is_test_module(path) and not any(f.code == "NZ001" for f in findings):
-        # What the rules the comments name find with every comment disarmed: what each
-        # comment could suppress. Those rules run whether enabled or not: a comment for a
-        # rule left off is stale all the same when that rule has nothing to say there.
-        options["select"] = named - {UNUSED_NOQA, "NZ002"}
-        raw = lint_source(_disarmed(source, comments), path, **options)
+    before_noqa: list[Finding] = []
+    findings = lint_source(
+        source,
+        path,
+        select=enabled | (named - {UNUSED_NOQA, "NZ002"}),
+        unsuppressed=before_noqa,
+        **options,
+    )
+    findings = [f for f in findings if f.code in enabled]
+    checked = not is_test_module(path) and not any(f.code == "NZ001" for f in findings)
+    raw = before_noqa if checked else None
     extra = [
         Finding(path, c.line, c.col, UNUSED_NOQA, message, c.line)
         for c in comments
@@ -117,14 +116,3 @@ def _statement_firsts(source: str) -> dict[tuple[int, int], set[int]]:
                     spans.setdefault((line, node.end_lineno), set()).add(node.lineno)
         _FIRSTS[source] = spans
     return _FIRSTS[source]
-
-
-def _disarmed(source: str, comments: list[Noqa]) -> str:
-    """``source`` with the word ``noqa`` of each comment changed (same length), so that
-    nothing is suppressed and every position stays where it was."""
-    lines = split_lines(source)
-    for comment in comments:
-        text = lines[comment.line - 1]
-        start = comment.col - 1
-        lines[comment.line - 1] = text[:start] + _NOQA_WORD.sub("n0qa", text[start:], count=1)
-    return "".join(lines)

@@ -68,20 +68,26 @@ def lint_source(
     require_reason: bool = False,
     shortcuts: bool = True,
     view: View | None = None,
+    unsuppressed: list[Finding] | None = None,
 ) -> list[Finding]:
     """Findings for ``source``, sorted, with ``# noqa`` suppressions applied.
 
     ``select`` is the set of enabled codes (None = the rules enabled by default);
     ``shortcuts=False`` skips the pre-filters, which must never change the findings;
     ``view``: what the file sees of its project (imported helpers, switches it can turn
-    on), from ``nozero.lint.project``.
+    on), from ``nozero.lint.project``; ``unsuppressed``, if given, receives every rule's
+    finding before the ``# noqa`` comments are applied (what each comment could suppress).
     """
     collecting = gc.isenabled()
     gc.disable()  # parse trees are acyclic; collections mid-parse cost a third of the time
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # the linted code's own invalid escapes etc.
-            return _deep(lambda: _lint(source, path, select, require_reason, shortcuts, view))
+            return _deep(
+                lambda: _lint(
+                    source, path, select, require_reason, shortcuts, view, None, unsuppressed
+                )
+            )
     finally:
         if collecting:
             gc.enable()
@@ -156,6 +162,7 @@ def _lint(
     shortcuts: bool,
     view: View | None = None,
     on_facts: Callable[[ast.Module, FileFacts], None] | None = None,
+    unsuppressed: list[Finding] | None = None,
 ) -> list[Finding]:
     enabled = DEFAULT_CODES if select is None else frozenset(select)
     rules = [rule() for rule in ALL_RULES if rule.code in enabled and rule.node_types]
@@ -181,7 +188,13 @@ def _lint(
         if rules or flow_rules
         else []
     )
+    if unsuppressed is not None:
+        unsuppressed += (_finding(path, hit) for hit in hits)
     return _apply_noqa(source, path, hits, enabled, require_reason)
+
+
+def _finding(path: str, hit: Hit) -> Finding:
+    return Finding(path, hit.line, hit.col, hit.code, hit.message, hit.statement_last)
 
 
 def _syntax_error(source: str, path: str, err: Exception) -> Finding | None:
@@ -354,7 +367,7 @@ def _apply_noqa(
         )
         if noqa is not None and not (require_reason and not noqa.reason):
             continue
-        findings.add(Finding(path, hit.line, hit.col, hit.code, hit.message, hit.statement_last))
+        findings.add(_finding(path, hit))
         if noqa is not None:
             unexplained.append(noqa)
     message = get_rule(NOQA_WITHOUT_REASON).message
