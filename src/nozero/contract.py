@@ -6,8 +6,10 @@ this module instead of formatting the message by hand, so the contract cannot dr
 
 from __future__ import annotations
 
+import contextlib
 import math
 import re
+from collections.abc import Callable, Iterator
 from typing import Any
 
 MESSAGE_TEMPLATE = (
@@ -72,9 +74,26 @@ def _as_float(value: Any, what: str) -> float:
         raise TypeError(f"check_finite: {what} must be a scalar, got {kind}") from err
 
 
+# Called with every check's (step, loss, grad_norm): the pytest plugin's ``overflow``
+# check learns which steps a trainer checked. Empty outside the plugin's runs.
+_watchers: list[Callable[[Any, float, float], None]] = []
+
+
+@contextlib.contextmanager
+def watching_checks(watcher: Callable[[Any, float, float], None]) -> Iterator[None]:
+    """Within the block, ``watcher(step, loss, grad_norm)`` sees every check's values."""
+    _watchers.append(watcher)
+    try:
+        yield
+    finally:
+        _watchers.remove(watcher)
+
+
 def check_finite(step: int, loss: Any, grad_norm: Any) -> None:
     """Raise :class:`NonFiniteError` unless both ``loss`` and ``grad_norm`` are finite."""
     loss_value = _as_float(loss, "loss")
     norm_value = _as_float(grad_norm, "grad_norm")
+    for watcher in _watchers:
+        watcher(step, loss_value, norm_value)
     if not (math.isfinite(loss_value) and math.isfinite(norm_value)):
         raise NonFiniteError(int(step), loss_value, norm_value)

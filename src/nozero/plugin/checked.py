@@ -2,30 +2,35 @@
 
 A run that returns a model and no history still shows its per-step losses this way when
 it checks them with ``check_finite``: the ``overflow`` check can then vouch for every
-step, as it does for a returned history. Seen through a profile hook on the run's own
-thread (set only for the runs that need it), so trainers change nothing.
+step, as it does for a returned history. ``check_finite`` tells its watchers of each
+call (``nozero.contract.watching_checks``); only calls on the run's own thread count, so
+a run abandoned earlier cannot add to this one's record, and trainers change nothing.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+import threading
+from collections.abc import Iterator
 from typing import Any
 
-from nozero.contract import check_finite
+from nozero.contract import watching_checks
 
-Seen = list[tuple[Any, Any, Any]]
-_CODE = check_finite.__code__
+Seen = list[tuple[Any, float, float]]
 
 
-def recorder(seen: Seen) -> Callable[[Any, str, Any], None]:
-    """A ``sys.setprofile`` function appending ``(step, loss, grad_norm)`` per call."""
+@contextlib.contextmanager
+def recording(seen: Seen) -> Iterator[None]:
+    """Within the block, append ``(step, loss, grad_norm)`` of each ``check_finite`` call
+    made on the thread that entered it."""
+    thread = threading.get_ident()
 
-    def profile(frame: Any, event: str, arg: Any) -> None:
-        if event == "call" and frame.f_code is _CODE:
-            values = frame.f_locals
-            seen.append((values.get("step"), values.get("loss"), values.get("grad_norm")))
+    def record(step: Any, loss: float, grad_norm: float) -> None:
+        if threading.get_ident() == thread:
+            seen.append((step, loss, grad_norm))
 
-    return profile
+    with watching_checks(record):
+        yield
 
 
 def steps_checked(seen: Seen) -> set[int]:

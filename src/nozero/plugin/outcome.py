@@ -9,7 +9,7 @@ from typing import Any
 
 from nozero.contract import NonFiniteError, parse_message
 from nozero.plugin.batches import Batch
-from nozero.plugin.checked import Seen, recorder, steps_checked
+from nozero.plugin.checked import Seen, recording, steps_checked
 from nozero.plugin.messages import describe_error, near_miss
 from nozero.plugin.returned import (
     Entry,
@@ -149,8 +149,8 @@ def observe(
     """Run the trainer once, within ``seconds``, and record how it ended; with
     ``watch_checks``, also which steps it passed to ``nozero.check_finite``."""
     seen: Seen = []
-    profile = recorder(seen) if watch_checks else None
-    result = call_with_limit(trainer.run, (batches,), seconds, quiet=quiet, profile=profile)
+    watch = recording(seen) if watch_checks else None
+    result = call_with_limit(trainer.run, (batches,), seconds, quiet=quiet, context=watch)
     if result.timed_out:
         return Outcome(returned=False, timed_out=seconds, stuck_at=result.stuck_at)
     if result.error is not None:

@@ -9,12 +9,14 @@ loop stops, and the call is abandoned.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import sys
 import threading
 import traceback
 import warnings
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 
@@ -61,32 +63,29 @@ def call_with_limit(
     seconds: float,
     *,
     quiet: bool,
-    profile: Callable[[Any, str, Any], None] | None = None,
+    context: AbstractContextManager[Any] | None = None,
 ) -> CallResult:
     """``function(*args)`` in a worker thread, abandoned after ``seconds``.
 
     ``quiet``: numpy floating-point warnings are off in the worker (the check injected the
-    overflow itself, so they are not news). ``profile``: a ``sys.setprofile`` hook for the
-    worker's calls.
+    overflow itself, so they are not news). ``context``: entered in the worker around the
+    call (the plugin records the run's ``check_finite`` calls with it).
     """
     box: dict[str, Any] = {}
 
     def work() -> None:
-        if profile is not None:
-            sys.setprofile(profile)
         try:
-            if quiet:
-                with np.errstate(all="ignore"), warnings.catch_warnings():
-                    warnings.simplefilter("ignore", RuntimeWarning)
+            with context if context is not None else contextlib.nullcontext():
+                if quiet:
+                    with np.errstate(all="ignore"), warnings.catch_warnings():
+                        warnings.simplefilter("ignore", RuntimeWarning)
+                        box["value"] = function(*args)
+                else:
                     box["value"] = function(*args)
-            else:
-                box["value"] = function(*args)
         except TrainerAbandoned:
             pass
         except Exception as error:  # the judges decide which exceptions are acceptable
             box["error"] = error
-        finally:
-            sys.setprofile(None)
 
     worker = threading.Thread(target=work, name="nozero-trainer-run", daemon=True)
     worker.start()
