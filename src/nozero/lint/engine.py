@@ -18,13 +18,14 @@ be the same, and the test suite checks that they are.
 from __future__ import annotations
 
 import ast
+import contextlib
 import gc
 import os
 import re
 import sys
 import threading
 import warnings
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterator
 
 import libcst as cst
 
@@ -78,19 +79,10 @@ def lint_source(
     on), from ``nozero.lint.project``; ``unsuppressed``, if given, receives every rule's
     finding before the ``# noqa`` comments are applied (what each comment could suppress).
     """
-    collecting = gc.isenabled()
-    gc.disable()  # parse trees are acyclic; collections mid-parse cost a third of the time
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # the linted code's own invalid escapes etc.
-            return _deep(
-                lambda: _lint(
-                    source, path, select, require_reason, shortcuts, view, None, unsuppressed
-                )
-            )
-    finally:
-        if collecting:
-            gc.enable()
+    with _linting():
+        return _deep(
+            lambda: _lint(source, path, select, require_reason, shortcuts, view, None, unsuppressed)
+        )
 
 
 def lint_and_summarize(
@@ -103,19 +95,27 @@ def lint_and_summarize(
     def summarize_too(tree: ast.Module, facts: FileFacts) -> None:
         captured.append(summarize_facts(tree, source, facts, path))
 
+    with _linting():
+        findings = _deep(
+            lambda: _lint(source, path, select, require_reason, True, None, summarize_too)
+        )
+        summary = captured[0] if captured else _deep(lambda: [summarize(source, path)])[0]
+    return findings, summary
+
+
+@contextlib.contextmanager
+def _linting() -> Iterator[None]:
+    """The garbage collector off (parse trees are acyclic; collections mid-parse cost a
+    third of the time) and the linted code's own warnings (invalid escapes) silenced."""
     collecting = gc.isenabled()
     gc.disable()
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            findings = _deep(
-                lambda: _lint(source, path, select, require_reason, True, None, summarize_too)
-            )
-            summary = captured[0] if captured else _deep(lambda: [summarize(source, path)])[0]
+            yield
     finally:
         if collecting:
             gc.enable()
-    return findings, summary
 
 
 def _deep(work: Callable[[], list]) -> list:
