@@ -1,8 +1,8 @@
 """Benchmark nozero.torch's Guard against the usual ways of checking a PyTorch loop.
 
 Not a test. One run measures, side by side, the per-step time of a training step
-(forward, backward, AdamW step, zero_grad) on a small MLP and on a wide one, for a fused
-and a foreach AdamW, with these contenders:
+(forward, backward, AdamW step, zero_grad) on a small MLP, a wide one and a small
+transformer language model, for a fused and a foreach AdamW, with these contenders:
 
 - no guard: ``optimizer.step()``, nothing read on the host;
 - the guard, ``Guard(optimizer, sync_every=N).step(loss)``, N = 1, 16, 100;
@@ -46,10 +46,13 @@ from nozero.torch import Guard
 
 HERE = Path(__file__).resolve().parent
 BATCH = 64
-# name -> (layer widths, optimizer steps per timed block)
+# The language model: vocabulary, width, layers, heads, sequence length, sequences a step.
+LM = {"vocab": 2048, "width": 192, "layers": 3, "heads": 4, "seq": 128, "batch": 4}
+# name -> (kind, layer widths or None, optimizer steps per timed block)
 MODELS = {
-    "small MLP (32 → 128 → 128 → 10, batch 64)": ((32, 128, 128, 10), 200),
-    "wide MLP (1024 → 2048 → 2048 → 1024, batch 64)": ((1024, 2048, 2048, 1024), 8),
+    "small MLP (32 → 128 → 128 → 10, batch 64)": ("mlp", (32, 128, 128, 10), 200),
+    "wide MLP (1024 → 2048 → 2048 → 1024, batch 64)": ("mlp", (1024, 2048, 2048, 1024), 8),
+    "transformer LM (2.1M parameters, 4 × 128 tokens)": ("lm", None, 4),
 }
 OPTIMIZERS = ("fused", "foreach")
 CONTENDERS = (
@@ -79,12 +82,55 @@ def mlp(widths: tuple[int, ...]) -> torch.nn.Module:
     return torch.nn.Sequential(*layers[:-1])
 
 
+class TinyLM(torch.nn.Module):
+    """A decoder-only language model in the shape of GPT-2, small enough for a CPU."""
+
+    def __init__(self, vocab: int, width: int, layers: int, heads: int, seq: int) -> None:
+        super().__init__()
+        self.embed = torch.nn.Embedding(vocab, width)
+        self.position = torch.nn.Parameter(torch.zeros(seq, width))
+        block = torch.nn.TransformerEncoderLayer(
+            width, heads, 4 * width, dropout=0.0, batch_first=True, norm_first=True
+        )
+        self.blocks = torch.nn.TransformerEncoder(block, layers, enable_nested_tensor=False)
+        self.head = torch.nn.Linear(width, vocab)
+        self.register_buffer("causal", torch.nn.Transformer.generate_square_subsequent_mask(seq))
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        h = self.embed(tokens) + self.position
+        return self.head(self.blocks(h, mask=self.causal, is_causal=True))
+
+
+def workload(
+    kind: str, widths: tuple[int, ...] | None, device: torch.device
+) -> tuple[torch.nn.Module, tuple[torch.Tensor, torch.Tensor], Callable[..., torch.Tensor]]:
+    """The model, one batch, and the loss of the model on that batch."""
+    if kind == "mlp":
+        assert widths is not None
+        data = (
+            torch.randn(BATCH, widths[0], device=device),
+            torch.randn(BATCH, widths[-1], device=device),
+        )
+        return mlp(widths).to(device), data, torch.nn.functional.mse_loss
+    lm = TinyLM(LM["vocab"], LM["width"], LM["layers"], LM["heads"], LM["seq"]).to(device)
+    tokens = torch.randint(0, LM["vocab"], (LM["batch"], LM["seq"] + 1), device=device)
+
+    def next_token_loss(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.cross_entropy(logits.flatten(0, 1), targets.flatten())
+
+    return lm, (tokens[:, :-1], tokens[:, 1:]), next_token_loss
+
+
 def grad_norm(model: torch.nn.Module) -> torch.Tensor:
     return torch.nn.utils.get_total_norm([p.grad for p in model.parameters()])
 
 
 def contender(
-    name: str, base: torch.nn.Module, kind: str, data: tuple[torch.Tensor, torch.Tensor]
+    name: str,
+    base: torch.nn.Module,
+    kind: str,
+    data: tuple[torch.Tensor, torch.Tensor],
+    loss_fn: Callable[..., torch.Tensor],
 ) -> tuple[Step, Callable[[], None]]:
     """One training step for ``name`` on its own copy of ``base``, and its finaliser."""
     model = copy.deepcopy(base)
@@ -96,7 +142,7 @@ def contender(
     clips = name.startswith("clip_grad_norm_ ")
 
     def loss_of() -> torch.Tensor:
-        return torch.nn.functional.mse_loss(model(x), y)
+        return loss_fn(model(x), y)
 
     def step() -> None:
         if name == "detect_anomaly":
@@ -147,15 +193,15 @@ def summary(values: list[float]) -> dict[str, float]:
 
 
 def measure(
-    widths: tuple[int, ...], steps: int, kind: str, rounds: int, device: torch.device
+    model: tuple[str, tuple[int, ...] | None],
+    steps: int,
+    kind: str,
+    rounds: int,
+    device: torch.device,
 ) -> dict[str, dict]:
     torch.manual_seed(0)
-    base = mlp(widths).to(device)
-    data = (
-        torch.randn(BATCH, widths[0], device=device),
-        torch.randn(BATCH, widths[-1], device=device),
-    )
-    runs = {name: contender(name, base, kind, data) for name in CONTENDERS}
+    base, data, loss_fn = workload(*model, device)
+    runs = {name: contender(name, base, kind, data, loss_fn) for name in CONTENDERS}
     for step, _ in runs.values():  # warm-up: allocations, first-call costs
         timed(step, 2, device)
     wall: dict[str, list[float]] = {name: [] for name in CONTENDERS}
@@ -232,12 +278,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--steps-scale", type=int, default=1, help="multiply each model's steps per block"
     )
+    parser.add_argument("--model", default="", help="only the models whose name contains this text")
     args = parser.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
     device = torch.device(args.device)
     results = []
-    for model_name, (widths, base_steps) in MODELS.items():
+    for model_name, (model_kind, widths, base_steps) in MODELS.items():
+        if args.model not in model_name:
+            continue
         steps = base_steps * args.steps_scale
         for kind in OPTIMIZERS:
             say(f"{model_name}, AdamW {kind}: {args.rounds} rounds of {steps} steps each")
@@ -247,7 +296,7 @@ def main(argv: list[str] | None = None) -> int:
                     "optimizer": kind,
                     "steps_per_block": steps,
                     "rounds": args.rounds,
-                    "contenders": measure(widths, steps, kind, args.rounds, device),
+                    "contenders": measure((model_kind, widths), steps, kind, args.rounds, device),
                 }
             )
     report = {"machine": machine(device), "results": results}

@@ -193,3 +193,52 @@ def test_the_guards_clipping_equals_clip_grad_norm():
         runs.append(snapshot(net, opt)["model"])
     for name, value in runs[0].items():
         assert torch.equal(value, runs[1][name]), name
+
+
+@pytest.mark.parametrize("opt_name", ["adamw-fused", "adamw-foreach"])
+def test_the_exact_step_while_the_gradients_change_shape(opt_name):
+    """Steps with fewer gradients (a frozen layer) and a group added mid-run share a window."""
+    net = model()
+    head = torch.nn.Linear(1, 1)
+    opt = OPTIMIZERS[opt_name](net.parameters())
+    guard = Guard(opt, sync_every=16)
+    saved = {}
+    with pytest.raises(GuardHalt) as caught:
+        for step in range(12):
+            net[0].requires_grad_(step % 3 != 1)  # every third step has two gradients, not four
+            if step == 4:
+                opt.add_param_group({"params": list(head.parameters())})
+            data = batch(step, poison=step == 9)
+            loss = loss_of(net, data) + (head(net(data[0])).mean() if step >= 4 else 0.0)
+            loss.backward()
+            guard.step(loss)
+            opt.zero_grad()
+            saved[step] = snapshot(net, opt)
+        guard.close()
+    assert caught.value.step == 9
+    assert math.isnan(caught.value.loss)
+    assert_state_equal(net, opt, saved[8])
+
+
+def test_the_error_reports_the_bad_steps_own_loss_and_norm():
+    """The loss and global norm of the first bad step, not of a later step in its window."""
+    net = model()
+    opt = OPTIMIZERS["adam-fused"](net.parameters())
+    guard = Guard(opt, sync_every=16)
+    seen = {}
+    for step in range(8):
+        loss = loss_of(net, batch(step)) * (1e3 if step == 5 else 1.0)
+        loss.backward()
+        if step == 5:
+            net[2].weight.grad[0, 0] = math.inf
+        seen[step] = (
+            loss.item(),
+            torch.nn.utils.get_total_norm([p.grad for p in net.parameters()]).item(),
+        )
+        guard.step(loss)
+        opt.zero_grad()
+    with pytest.raises(GuardHalt) as caught:
+        guard.close()
+    assert caught.value.step == 5
+    assert caught.value.loss == pytest.approx(seen[5][0], rel=1e-6)
+    assert math.isinf(caught.value.grad_norm) and math.isinf(seen[5][1])

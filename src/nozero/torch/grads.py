@@ -26,8 +26,20 @@ def is_sharded(optimizer: torch.optim.Optimizer) -> bool:
     return False
 
 
-def grads(optimizer: torch.optim.Optimizer) -> list[torch.Tensor]:
-    """The local gradients the optimizer is about to apply."""
+def has_dtensors(optimizer: torch.optim.Optimizer) -> bool:
+    """Whether any parameter is a DTensor (FSDP2, tensor parallel), whose local shard counts."""
+    return any(
+        callable(getattr(p, "to_local", None)) for g in optimizer.param_groups for p in g["params"]
+    )
+
+
+def grads(optimizer: torch.optim.Optimizer, dtensors: bool = True) -> list[torch.Tensor]:
+    """The local gradients the optimizer is about to apply.
+
+    ``dtensors=False`` (no parameter is a DTensor) skips looking for local shards.
+    """
+    if not dtensors:
+        return [p.grad for g in optimizer.param_groups for p in g["params"] if p.grad is not None]
     out = []
     for group in optimizer.param_groups:
         for p in group["params"]:
@@ -36,18 +48,30 @@ def grads(optimizer: torch.optim.Optimizer) -> list[torch.Tensor]:
     return out
 
 
+def norms(tensors: list[torch.Tensor], device: torch.device | None) -> list[torch.Tensor]:
+    """Each tensor's 2-norm, float32 whatever the gradients' dtype: one kernel.
+
+    The norms are moved to ``device``; ``None`` when every tensor is known to be there.
+    """
+    if not tensors:
+        return []
+    if all(t.dtype == torch.float32 for t in tensors):
+        out = list(torch._foreach_norm(tensors, 2))
+    else:
+        out = list(torch._foreach_norm(tensors, 2, dtype=torch.float32))
+    if device is not None and any(n.device != device for n in out):
+        out = [n.to(device, non_blocking=True) for n in out]
+    return out
+
+
 def norm(tensors: list[torch.Tensor], device: torch.device) -> torch.Tensor:
     """The 2-norm of all of ``tensors`` together: a float32 0-dim tensor on ``device``.
 
-    One ``_foreach_norm`` (float32 per tensor, whatever the gradients' dtype) and one norm
-    of the stacked norms: three kernels whatever the number of tensors.
+    The norm of the per-tensor norms: three kernels whatever the number of tensors.
     """
     if not tensors:
         return torch.zeros((), dtype=torch.float32, device=device)
-    norms = torch._foreach_norm(tensors, 2, dtype=torch.float32)
-    if any(n.device != device for n in norms):
-        norms = [n.to(device, non_blocking=True) for n in norms]
-    return torch.linalg.vector_norm(torch.stack(norms))
+    return torch.linalg.vector_norm(torch.stack(norms(tensors, device)))
 
 
 def as_global(grad_norm: torch.Tensor | float, device: torch.device) -> torch.Tensor:

@@ -39,6 +39,10 @@ def _device_of(optimizer: torch.optim.Optimizer) -> torch.device:
     raise ValueError("Guard needs an optimizer with at least one parameter")
 
 
+def _params(optimizer: torch.optim.Optimizer) -> list[torch.Tensor]:
+    return [p for group in optimizer.param_groups for p in group["params"]]
+
+
 def _not_finite(values: torch.Tensor) -> torch.Tensor:
     """Any element NaN or infinite, as a 0-dim bool: ``x - x`` is 0 exactly when finite."""
     return (values - values).ne(0).any()
@@ -102,7 +106,13 @@ class Guard:
         self.sharded = grads.is_sharded(optimizer) if sharded_grads is None else sharded_grads
         self.steps = int(first_step)
         self.batches = 0  # losses observed (micro-batches), for the error's context
-        self._record = StepRecord(self.device)
+        params = _params(optimizer)
+        self._dtensors = grads.has_dtensors(optimizer)
+        # Per-tensor norms land on the guard's device unless a parameter lives elsewhere.
+        self._norms_to = None if all(p.device == self.device for p in params) else self.device
+        self._record = StepRecord(self.device, self.sync_every, 2 + len(params))
+        # A loss scaler or ranks to agree with: the guard decides each step's verdict.
+        self._coded = self.scaler.active or distributed.world_size(self.group) > 1
         # This step's mask, updated in place (the hooks may hold it before it is set): the
         # sticky flag itself, or under a scaler the larger of it and the scaler's skip.
         if self.scaler.active:
@@ -111,7 +121,6 @@ class Guard:
             self._step_mask = self._record.found_inf
         self._mask = UpdateMask(optimizer, lambda: self._step_mask, lambda: self.steps - 1)
         self._losses: list[torch.Tensor] = []
-        self._no_loss = torch.full((), math.nan, dtype=torch.float32, device=self.device)
         self._true = torch.ones((), dtype=torch.bool, device=self.device)
         # Host-side facts per step since the last clean sync: its batch, the losses
         # observed before it, the learning rates it stepped with.
@@ -133,14 +142,18 @@ class Guard:
                     f"guard.observe/step: loss must be a scalar tensor, got shape "
                     f"{tuple(loss.shape)} (reduce it first, e.g. loss.mean())"
                 )
-            value = loss.detach()
-            if value.device != self.device:
-                value = value.to(self.device, non_blocking=True)
+            # Kept as given (read under no_grad at the step): a detach would cost a kernel.
+            value = loss
+            if value.device != self.device or value.dtype != torch.float32:
+                value = value.detach().to(self.device, torch.float32, non_blocking=True)
+            if value.dim():
+                value = value.detach().reshape(())
         else:
             value = torch.tensor(float(loss), dtype=torch.float32, device=self.device)
-        self._losses.append(value.reshape(()))
+        self._losses.append(value)
         self.batches += 1
 
+    @torch.no_grad()
     def before_step(self, batch: Any = None, grad_norm: torch.Tensor | None = None) -> None:
         """Record this optimizer step on the device, count it and sync when due.
 
@@ -154,33 +167,55 @@ class Guard:
         opt = self.optimizer
         if self.scaler.active:
             self.scaler.unscale(opt)
-        local = grads.grads(opt)
-        given = grad_norm is not None
-        if given:
-            norm = grads.as_global(grad_norm, self.device)
-        else:
-            norm = grads.norm(local, self.device)
+        local = grads.grads(opt, self._dtensors)
         loss = self._step_loss()
         self._pending[self.steps] = (batch, self.batches, _lrs(opt))
-        values = torch.stack([self._no_loss if loss is None else loss, norm])
-        if self.scaler.active:
-            bad, skips, reason, found_inf = self._scaled_verdict(loss, norm)
+        if grad_norm is not None:
+            norms = [grads.as_global(grad_norm, self.device)]
         else:
-            observed = norm if loss is None else values
-            bad, skips, reason, found_inf = _not_finite(observed), None, None, None
-        if self.group is not None:
-            sharded = self.sharded and not given  # a norm the loop gave is already global
-            bad, loss_all, norm = distributed.agree(self.group, bad, values[0], norm, sharded)
-            values = torch.stack([loss_all, norm])
-        self._record.fold(bad, values, skips, reason)
+            norms = grads.norms(local, self._norms_to)
+        if self._coded:
+            norm = self._record_verdict(loss, norms, sharded=self.sharded and grad_norm is None)
+        else:
+            self._record.write_checked(loss, norms)
+            norm = None
         if self.max_grad_norm is not None:
+            if norm is None:
+                norm = norms[0] if len(norms) == 1 else torch.linalg.vector_norm(torch.stack(norms))
             grads.clip(local, self.max_grad_norm, norm)
-        if found_inf is not None:
-            torch.maximum(self._record.found_inf, found_inf, out=self._step_mask)
         self.steps += 1
         self._since_sync += 1
         if self._since_sync >= self.sync_every:
             self.sync()
+
+    def _record_verdict(
+        self, loss: torch.Tensor | None, norms: list[torch.Tensor], sharded: bool
+    ) -> torch.Tensor:
+        """Decide the step's verdict on the device (a scaler, or ranks); the global norm.
+
+        A norm the loop gave is already global; sharded gradients' norms are combined
+        across ranks.
+        """
+        if not norms:
+            norm = torch.zeros((), dtype=torch.float32, device=self.device)
+        else:
+            norm = norms[0] if len(norms) == 1 else torch.linalg.vector_norm(torch.stack(norms))
+        if self.scaler.active:
+            bad, reason, found_inf = self._scaled_verdict(loss, norm)
+        else:
+            observed = norm if loss is None else torch.stack([loss, norm])
+            bad, reason, found_inf = _not_finite(observed), None, None
+        if self.group is not None:
+            no_loss = torch.zeros((), dtype=torch.float32, device=self.device)
+            bad, loss_all, norm = distributed.agree(
+                self.group, bad, no_loss if loss is None else loss, norm, sharded
+            )
+            loss = None if loss is None else loss_all
+        code = torch.where(bad, NON_FINITE if reason is None else reason, 0)
+        self._record.write_coded(code, bad, loss, norm.float())
+        if found_inf is not None:
+            torch.maximum(self._record.found_inf, found_inf, out=self._step_mask)
+        return norm
 
     def _step_loss(self) -> torch.Tensor | None:
         """The mean of the losses observed since the last step (``None``: none observed)."""
@@ -193,8 +228,8 @@ class Guard:
 
     def _scaled_verdict(
         self, loss: torch.Tensor | None, norm: torch.Tensor
-    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-        """Under a loss scaler: ``(bad, skips, reason, the scaler's found_inf)``.
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Under a loss scaler: ``(bad, reason, the scaler's found_inf)``.
 
         An overflow (non-finite gradients) is the scaler's skip; the step is bad when the
         unscaled loss is not finite, the skips run to ``max_scaler_skips`` or the scale
@@ -202,7 +237,8 @@ class Guard:
         """
         found_inf = self.scaler.found_inf(self.optimizer, self.device)
         skipped = found_inf > 0
-        skips = torch.where(skipped, self._record.skips() + 1, 0.0)
+        skips = self._record.skips()
+        skips.copy_(torch.where(skipped, skips + 1, 0.0))
         too_many = skips >= self.scaler.max_skips
         too_low = self.scaler.scale_too_low(found_inf)
         loss_ok = self._true if loss is None else ~_not_finite(loss)
@@ -213,7 +249,7 @@ class Guard:
             TOO_MANY_SKIPS,
             torch.where(too_low & loss_ok, SCALE_FLOOR, NON_FINITE),
         )
-        return bad, skips, reason, found_inf
+        return bad, reason, found_inf
 
     def apply(
         self,
@@ -252,7 +288,7 @@ class Guard:
         if self._halt is not None:
             raise self._halt
         self._record.start_read()
-        host = self._record.finish_read(self.steps)
+        host = self._record.finish_read(self.steps - self._since_sync)
         self._since_sync = 0
         if host.first_bad is None:
             self._pending.clear()

@@ -1,13 +1,18 @@
-"""The device-side sticky record: one small float64 vector per guard, updated every step.
+"""The device-side record: one row per optimizer step, read by the host at sync points.
 
-Each optimizer step folds its verdict into the vector on the device, with no host read
-and a handful of kernels. Until a step is bad, every step writes its loss and gradient
-norm; from the first bad step on they stay frozen, a sticky flag is set, and the vector
-counts the steps taken since (that step included). ``found_inf`` is the flag as the
-float32 fused optimizers skip an update on: exactly ``1.0`` from the first bad step on.
-The host reads the vector only at sync points, through a non-blocking copy into (pinned,
-on CUDA) host memory and an event; the first bad step is the host's step count minus the
-bad-step count.
+Each step writes a row ``[code, loss, n_1, ..., n_k]`` into a window of ``sync_every``
+rows on the device, with no host read. On the fast path (no loss scaler, no ranks to
+agree with) the ``n_i`` are the per-tensor gradient norms and the row costs two kernels:
+one ``stack`` into the window and one ``_amp_foreach_non_finite_check_and_unscale_``,
+the check ``GradScaler`` uses, which sets ``found_inf`` to exactly ``1.0`` when the row
+holds a NaN or an infinity and never clears it. That sticky flag is what the fused
+optimizers skip an update on. With a loss scaler or ranks, the guard decides the step's
+verdict itself and writes ``[code, loss, global norm]``, where a code above 0 names
+why the step is bad.
+
+The host copies the window at a sync point (non-blocking, then an event on CUDA) and
+finds the first bad row: that is the exact step, and the row holds its loss and norm.
+The global norm is the root of the summed squares of the row's norms, in float64.
 """
 
 from __future__ import annotations
@@ -17,10 +22,7 @@ import math
 
 import torch
 
-# Positions in the record vector.
-LOSS, GRAD_NORM, BAD_STEPS, SKIPS, REASON = range(5)
-
-# Why a step halted, by the code the record stores.
+# Why a step halted, by the code a row stores (0: a good step).
 NON_FINITE, TOO_MANY_SKIPS, SCALE_FLOOR = 1, 2, 3
 REASONS = {
     NON_FINITE: "non-finite loss or gradient",
@@ -31,80 +33,119 @@ REASONS = {
 
 @dataclasses.dataclass(frozen=True)
 class HostRecord:
-    """The record as the host read it at a sync point."""
+    """The first bad step of a window as the host read it (``first_bad`` ``None``: none)."""
 
     first_bad: int | None
-    loss: float
-    grad_norm: float
-    skips: int
-    reason: str | None
+    loss: float = math.nan
+    grad_norm: float = math.nan
+    reason: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class _Layout:
+    """What the host must know to read one row: its width, and whether a loss was seen."""
+
+    width: int
+    has_loss: bool
+    coded: bool
+
+
+def _global_norm(norms: list[float]) -> float:
+    return math.sqrt(math.fsum(n * n for n in norms)) if norms else 0.0
 
 
 class StepRecord:
-    """The sticky record of one guard, living on ``device``."""
+    """The rows of one guard's current window, on ``device``."""
 
-    def __init__(self, device: torch.device) -> None:
+    def __init__(self, device: torch.device, window: int, width: int) -> None:
         self.device = device
-        self.values = torch.tensor(
-            [math.nan, math.nan, 0.0, 0.0, float(NON_FINITE)], dtype=torch.float64, device=device
-        )
+        self.window = int(window)
         # Exactly 1.0 from the first bad step on: the fused kernels' ``found_inf``.
         self.found_inf = torch.zeros((), dtype=torch.float32, device=device)
-        self._sticky = torch.zeros((), dtype=torch.bool, device=device)
-        # Views made once: each step's fold is then a handful of kernel calls.
-        self._head = self.values[: GRAD_NORM + 1]
-        self._bad_steps = self.values[BAD_STEPS]
-        self._skips = self.values[SKIPS]
-        self._reason = self.values[REASON]
-        cuda = device.type == "cuda"
-        self._host = torch.empty(len(self.values), dtype=torch.float64, pin_memory=cuda)
+        self._rows = torch.zeros(
+            (self.window, max(int(width), 3)), dtype=torch.float32, device=device
+        )
+        self._one = torch.ones((), dtype=torch.float32, device=device)
+        self._zero = torch.zeros((), dtype=torch.float32, device=device)
+        self._layouts: list[_Layout] = []
+        self._views: dict[tuple[int, int], torch.Tensor] = {}  # (row, width) -> view, made once
+        self._host: torch.Tensor | None = None
+        self._host_flag: torch.Tensor | None = None
         self._event: torch.cuda.Event | None = None
+        self._skips = torch.zeros((), dtype=torch.float32, device=device)
 
-    def fold(
-        self,
-        bad: torch.Tensor,
-        loss_and_norm: torch.Tensor,
-        skips: torch.Tensor | None = None,
-        reason: torch.Tensor | None = None,
+    def _next_row(self, width: int, has_loss: bool, coded: bool) -> torch.Tensor:
+        if len(self._layouts) >= self.window:
+            raise RuntimeError("the guard's record is full: sync before the next step")
+        if width > self._rows.shape[1]:  # a parameter group was added: widen the window
+            wider = torch.zeros((self.window, width), dtype=torch.float32, device=self.device)
+            wider[:, : self._rows.shape[1]] = self._rows
+            self._rows = wider
+            self._views = {}
+        key = (len(self._layouts), width)
+        row = self._views.get(key)
+        if row is None:
+            row = self._views[key] = self._rows[key[0], :width]
+        self._layouts.append(_Layout(width, has_loss, coded))
+        return row
+
+    def write_checked(self, loss: torch.Tensor | None, norms: list[torch.Tensor]) -> None:
+        """The fast path: record ``loss`` and the gradient ``norms``; flag any non-finite."""
+        row = self._next_row(2 + len(norms), loss is not None, coded=False)
+        head = self._zero if loss is None else loss
+        torch.stack([self._zero, head, *norms], out=row)
+        torch._amp_foreach_non_finite_check_and_unscale_([row], self.found_inf, self._one)
+
+    def write_coded(
+        self, code: torch.Tensor, bad: torch.Tensor, loss: torch.Tensor | None, norm: torch.Tensor
     ) -> None:
-        """Fold one step's verdict in: ``bad`` (0-dim bool), ``[loss, grad norm]``.
-
-        ``skips`` (the consecutive scaler skips after this step) and ``reason`` (a code of
-        :data:`REASONS`) are for a guard with a loss scaler; without one the reason is
-        always a non-finite loss or gradient.
-        """
-        sticky = self._sticky
-        torch.where(sticky, self._head, loss_and_norm, out=self._head)
-        if reason is not None:
-            torch.where(sticky, self._reason, reason, out=self._reason)
-        if skips is not None:
-            self._skips.copy_(skips)
-        torch.logical_or(sticky, bad, out=sticky)
-        self._bad_steps.add_(sticky)
-        self.found_inf.copy_(sticky)
+        """A verdict the guard made: ``code`` (0 or a :data:`REASONS` key), ``bad`` (bool)."""
+        row = self._next_row(3, loss is not None, coded=True)
+        head = self._zero if loss is None else loss
+        torch.stack([code.float(), head, norm], out=row)
+        torch.maximum(self.found_inf, bad.float(), out=self.found_inf)
 
     def skips(self) -> torch.Tensor:
-        """The consecutive loss-scaler skips so far (0-dim device tensor)."""
+        """The consecutive loss-scaler skips so far (0-dim device tensor), updated in place."""
         return self._skips
 
     def start_read(self) -> None:
-        """Start copying the record to the host without waiting for the device."""
-        self._host.copy_(self.values, non_blocking=True)
-        if self.device.type == "cuda":
+        """Start copying the window to the host without waiting for the device."""
+        used = len(self._layouts)
+        cuda = self.device.type == "cuda"
+        if self._host is None or self._host.shape != self._rows.shape:
+            self._host = torch.empty(self._rows.shape, dtype=torch.float32, pin_memory=cuda)
+            self._host_flag = torch.empty((), dtype=torch.float32, pin_memory=cuda)
+        assert self._host_flag is not None
+        self._host_flag.copy_(self.found_inf, non_blocking=True)
+        if used:
+            self._host[:used].copy_(self._rows[:used], non_blocking=True)
+        if cuda:
             self._event = torch.cuda.Event()
             self._event.record()
 
-    def finish_read(self, steps: int) -> HostRecord:
-        """Wait for the copy :meth:`start_read` began; ``steps``: the host's step count."""
+    def finish_read(self, first_step: int) -> HostRecord:
+        """Wait for :meth:`start_read`'s copy; ``first_step``: the window's first step.
+
+        The window is then empty again.
+        """
         if self._event is not None:
             self._event.synchronize()
             self._event = None
-        loss, norm, bad_steps, skips, reason = self._host.tolist()
-        bad = bad_steps > 0
-        return HostRecord(
-            first_bad=steps - int(bad_steps) if bad else None,
-            loss=loss,
-            grad_norm=norm,
-            skips=int(skips),
-            reason=REASONS.get(int(reason)) if bad else None,
-        )
+        layouts, self._layouts = self._layouts, []
+        assert self._host is not None and self._host_flag is not None
+        if not float(self._host_flag) > 0:
+            return HostRecord(first_bad=None)
+        for index, layout in enumerate(layouts):
+            row = self._host[index, : layout.width].tolist()
+            code, loss, norms = int(row[0]), row[1], row[2:]
+            values = norms + [loss] if layout.has_loss else norms
+            if code > 0 or (not layout.coded and not all(map(math.isfinite, values))):
+                return HostRecord(
+                    first_bad=first_step + index,
+                    loss=loss if layout.has_loss else math.nan,
+                    grad_norm=_global_norm(norms),
+                    reason=REASONS[code or NON_FINITE],
+                )
+        # The flag was set in an earlier window, whose halt was raised already.
+        return HostRecord(first_bad=None)
