@@ -82,3 +82,54 @@ def test_fit_halts_at_the_exact_step(accumulate, fused, sync_every):
     assert math.isnan(float(err.context.batch[0][0, 0]))
     optimizer = trainer.optimizers[0]
     assert not optimizer._optimizer_step_pre_hooks  # Lightning's teardown took them off
+
+
+class TwoOptimizers(pl.LightningModule):
+    """Manual optimization, GAN style: two networks, two optimizers, stepped in turn."""
+
+    def __init__(self, poison_batches: set[int]) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.automatic_optimization = False
+        self.first = torch.nn.Linear(4, 1)
+        self.second = torch.nn.Linear(4, 1)
+        self.poison_batches = poison_batches
+        self.after: dict[int, dict] = {}
+
+    def training_step(self, batch, batch_idx):
+        x, y = batch
+        for net, opt in zip((self.first, self.second), self.optimizers(), strict=True):
+            self.manual_backward(torch.nn.functional.mse_loss(net(x), y))
+            opt.step()
+            opt.zero_grad()
+        self.after[batch_idx] = copy.deepcopy(self.state_dict())
+
+    def configure_optimizers(self):
+        return (
+            torch.optim.AdamW(self.first.parameters(), lr=0.01, fused=True),
+            torch.optim.Adam(self.second.parameters(), lr=0.01, foreach=True),
+        )
+
+    def train_dataloader(self):
+        data = [make_batch(i, poison=i in self.poison_batches) for i in range(32)]
+        return torch.utils.data.DataLoader(data, batch_size=None)
+
+
+def test_manual_optimization_with_two_optimizers_halts_at_the_exact_step():
+    module = TwoOptimizers({5})
+    trainer = pl.Trainer(
+        max_epochs=1,
+        accelerator="cpu",
+        devices=1,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        callbacks=[NonFiniteGuard(sync_every=4)],
+    )
+    with pytest.raises(GuardHalt) as caught:
+        trainer.fit(module)
+    assert caught.value.step == 5 and math.isnan(caught.value.loss)
+    live = module.state_dict()
+    for name, value in module.after[4].items():
+        assert torch.equal(live[name], value), name
