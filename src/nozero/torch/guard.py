@@ -18,7 +18,7 @@ from typing import Any
 
 import torch
 
-from nozero.torch import distributed, grads
+from nozero.torch import distributed, grads, wrappers
 from nozero.torch.halt import GuardHalt, HaltContext
 from nozero.torch.mask import UpdateMask
 from nozero.torch.record import (
@@ -59,6 +59,11 @@ def _lrs(optimizer: torch.optim.Optimizer) -> list[float]:
 class Guard:
     """Guard ``optimizer``: call :meth:`step` where the loop called ``optimizer.step()``.
 
+    ``optimizer`` is a ``torch.optim.Optimizer`` or a framework's wrapper of one
+    (accelerate's ``AcceleratedOptimizer``, Lightning's ``LightningOptimizer``): the guard
+    hooks the torch optimizer inside and steps the wrapper, whose own gradient
+    accumulation and loss scaler it follows.
+
     ``sync_every`` is how often (in optimizer steps) the host reads the device record.
     ``scaler`` is the loop's ``torch.amp.GradScaler``, if any: the guard then unscales,
     steps and updates it itself, so its overflow skips stay loss scaling; a non-finite
@@ -87,9 +92,7 @@ class Guard:
         first_step: int = 0,
         max_grad_norm: float | None = None,
     ) -> None:
-        if not isinstance(optimizer, torch.optim.Optimizer):
-            kind = type(optimizer).__name__
-            raise TypeError(f"Guard needs a torch.optim.Optimizer, got {kind}")
+        inner = wrappers.unwrap(optimizer)
         if int(sync_every) < 1:
             raise ValueError(f"sync_every must be >= 1, got {sync_every}")
         if max_grad_norm is not None and not max_grad_norm > 0:
@@ -97,17 +100,21 @@ class Guard:
                 f"max_grad_norm must be > 0 (or None: no clipping), got {max_grad_norm}"
             )
         self.max_grad_norm = None if max_grad_norm is None else float(max_grad_norm)
-        self.optimizer = optimizer
+        self.optimizer = inner
+        # What ``apply`` steps: the wrapper the loop was given (it may skip or scale).
+        self._stepper = optimizer
+        wrapper_scaler = wrappers.own_scaler(optimizer)
+        self._stepper_updates_scaler = wrapper_scaler is not None
         self.sync_every = int(sync_every)
         self.model = model
-        self.device = _device_of(optimizer)
-        self.scaler = ScalerWatch(scaler, int(max_scaler_skips), float(min_scale))
+        self.device = _device_of(inner)
+        self.scaler = ScalerWatch(scaler or wrapper_scaler, int(max_scaler_skips), float(min_scale))
         self.group = distributed.resolve_group(process_group)
-        self.sharded = grads.is_sharded(optimizer) if sharded_grads is None else sharded_grads
+        self.sharded = grads.is_sharded(inner) if sharded_grads is None else sharded_grads
         self.steps = int(first_step)
         self.batches = 0  # losses observed (micro-batches), for the error's context
-        params = _params(optimizer)
-        self._dtensors = grads.has_dtensors(optimizer)
+        params = _params(inner)
+        self._dtensors = grads.has_dtensors(inner)
         # Per-tensor norms land on the guard's device unless a parameter lives elsewhere.
         self._norms_to = None if all(p.device == self.device for p in params) else self.device
         self._record = StepRecord(self.device, self.sync_every, 2 + len(params))
@@ -119,7 +126,7 @@ class Guard:
             self._step_mask = torch.zeros((), dtype=torch.float32, device=self.device)
         else:
             self._step_mask = self._record.found_inf
-        self._mask = UpdateMask(optimizer, lambda: self._step_mask, lambda: self.steps - 1)
+        self._mask = UpdateMask(inner, lambda: self._step_mask, lambda: self.steps - 1)
         self._losses: list[torch.Tensor] = []
         self._true = torch.ones((), dtype=torch.bool, device=self.device)
         # Host-side facts per step since the last clean sync: its batch, the losses
@@ -266,9 +273,11 @@ class Guard:
         if closure is not None:
             with torch.enable_grad():
                 self.observe(closure())
+        if not wrappers.will_step(self._stepper):
+            return  # mid-accumulation: the losses observed so far belong to the next step
         self.before_step(batch, grad_norm)
-        self.optimizer.step()
-        if self.scaler.active:
+        self._stepper.step()
+        if self.scaler.active and not self._stepper_updates_scaler:
             self.scaler.update()
 
     def step(

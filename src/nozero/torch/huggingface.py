@@ -28,6 +28,7 @@ from transformers import TrainerCallback, TrainerControl, TrainerState, Training
 from nozero.torch.guard import Guard, GuardSettings
 from nozero.torch.halt import GuardHalt
 from nozero.torch.scaling import MAX_SCALER_SKIPS, MIN_SCALE
+from nozero.torch.wrappers import unwrap
 
 
 class NonFiniteGuard(TrainerCallback):
@@ -94,9 +95,8 @@ class NonFiniteGuard(TrainerCallback):
         **kwargs: Any,
     ) -> None:
         if self.guard is None:
-            inner = getattr(optimizer, "optimizer", optimizer)  # accelerate's wrapper
             self.guard = self.settings.guard(
-                inner,
+                unwrap(optimizer),  # the torch optimizer in accelerate's wrapper
                 scaler=getattr(optimizer, "scaler", None),
                 model=self._model,
                 first_step=state.global_step,

@@ -18,6 +18,7 @@ import torch
 
 from nozero.torch.guard import Guard, GuardSettings
 from nozero.torch.scaling import MAX_SCALER_SKIPS, MIN_SCALE
+from nozero.torch.wrappers import unwrap
 
 try:
     import pytorch_lightning as pl
@@ -53,7 +54,7 @@ class NonFiniteGuard(pl.Callback):
                 model=pl_module,
                 first_step=trainer.global_step,
             )
-            for opt in (_unwrap(o) for o in trainer.optimizers)
+            for opt in (unwrap(o) for o in trainer.optimizers)
         }
 
     def on_train_batch_start(
@@ -74,7 +75,7 @@ class NonFiniteGuard(pl.Callback):
     def on_before_optimizer_step(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, optimizer: Any
     ) -> None:
-        guard = self.guards.get(id(_unwrap(optimizer)))
+        guard = self.guards.get(id(unwrap(optimizer)))
         if guard is not None:
             guard.before_step(self._batch)
 
@@ -89,8 +90,3 @@ class NonFiniteGuard(pl.Callback):
         guards, self.guards = self.guards, {}
         for guard in guards.values():
             guard.release()
-
-
-def _unwrap(optimizer: Any) -> torch.optim.Optimizer:
-    """The torch optimizer inside Lightning's ``LightningOptimizer`` wrapper."""
-    return getattr(optimizer, "_optimizer", optimizer)
