@@ -64,14 +64,13 @@ def norms(tensors: list[torch.Tensor], device: torch.device | None) -> list[torc
     return out
 
 
-def norm(tensors: list[torch.Tensor], device: torch.device) -> torch.Tensor:
-    """The 2-norm of all of ``tensors`` together: a float32 0-dim tensor on ``device``.
-
-    The norm of the per-tensor norms: three kernels whatever the number of tensors.
-    """
-    if not tensors:
+def global_norm(norms: list[torch.Tensor], device: torch.device) -> torch.Tensor:
+    """The norm of per-tensor ``norms`` (or of one global norm): float32, 0-dim."""
+    if not norms:
         return torch.zeros((), dtype=torch.float32, device=device)
-    return torch.linalg.vector_norm(torch.stack(norms(tensors, device)))
+    if len(norms) == 1:
+        return norms[0]
+    return torch.linalg.vector_norm(torch.stack(norms))
 
 
 def as_global(grad_norm: torch.Tensor | float, device: torch.device) -> torch.Tensor:

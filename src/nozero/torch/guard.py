@@ -188,7 +188,7 @@ class Guard:
             norm = None
         if self.max_grad_norm is not None:
             if norm is None:
-                norm = norms[0] if len(norms) == 1 else torch.linalg.vector_norm(torch.stack(norms))
+                norm = grads.global_norm(norms, self.device)
             grads.clip(local, self.max_grad_norm, norm)
         self.steps += 1
         self._since_sync += 1
@@ -203,10 +203,7 @@ class Guard:
         A norm the loop gave is already global; sharded gradients' norms are combined
         across ranks.
         """
-        if not norms:
-            norm = torch.zeros((), dtype=torch.float32, device=self.device)
-        else:
-            norm = norms[0] if len(norms) == 1 else torch.linalg.vector_norm(torch.stack(norms))
+        norm = grads.global_norm(norms, self.device)
         if self.scaler.active:
             bad, reason, found_inf = self._scaled_verdict(loss, norm)
         else:
