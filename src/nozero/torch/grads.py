@@ -79,6 +79,8 @@ def as_global(grad_norm: torch.Tensor | float, device: torch.device) -> torch.Te
         return torch.tensor(float(grad_norm), dtype=torch.float32, device=device)
     full = getattr(grad_norm, "full_tensor", None)  # a DTensor (FSDP2's clip)
     value = full() if callable(full) else grad_norm
+    if value.dim() == 0 and value.dtype == torch.float32 and value.device == device:
+        return value  # read under no_grad at the step: no conversion kernel needed
     return value.detach().reshape(()).to(device=device, dtype=torch.float32, non_blocking=True)
 
 
