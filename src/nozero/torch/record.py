@@ -50,6 +50,14 @@ class _Layout:
     coded: bool
 
 
+def _is_bad(row: list[float], layout: _Layout) -> bool:
+    """A row's verdict: its code, or (on the fast path) any of its values not finite."""
+    if layout.coded:
+        return row[0] > 0
+    values = row[1 : layout.width] if layout.has_loss else row[2 : layout.width]
+    return not all(map(math.isfinite, values))
+
+
 def _global_norm(norms: list[float]) -> float:
     return math.sqrt(math.fsum(n * n for n in norms)) if norms else 0.0
 
@@ -136,16 +144,15 @@ class StepRecord:
         assert self._host is not None and self._host_flag is not None
         if not float(self._host_flag) > 0:
             return HostRecord(first_bad=None)
-        for index, layout in enumerate(layouts):
-            row = self._host[index, : layout.width].tolist()
-            code, loss, norms = int(row[0]), row[1], row[2:]
-            values = norms + [loss] if layout.has_loss else norms
-            if code > 0 or (not layout.coded and not all(map(math.isfinite, values))):
-                return HostRecord(
-                    first_bad=first_step + index,
-                    loss=loss if layout.has_loss else math.nan,
-                    grad_norm=_global_norm(norms),
-                    reason=REASONS[code or NON_FINITE],
-                )
+        rows = [self._host[i, : layout.width].tolist() for i, layout in enumerate(layouts)]
+        index = next((i for i, row in enumerate(rows) if _is_bad(row, layouts[i])), None)
+        if index is not None:
+            row, layout = rows[index], layouts[index]
+            return HostRecord(
+                first_bad=first_step + index,
+                loss=row[1] if layout.has_loss else math.nan,
+                grad_norm=_global_norm(row[2:]),
+                reason=REASONS[int(row[0]) or NON_FINITE],
+            )
         # The flag was set in an earlier window, whose halt was raised already.
         return HostRecord(first_bad=None)

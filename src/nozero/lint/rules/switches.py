@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import libcst as cst
 
 from nozero.lint import vocab
@@ -21,10 +23,27 @@ def _enables(node: cst.Name | cst.Attribute, ctx: Context) -> bool:
     return isinstance(parent, cst.Arg) and parent.value is node
 
 
+# An ``if`` that switches fp16 on (``bfloat16`` needs no loss scaling), and a dynamic loss
+# scale beside it: then skipping an overflowed update is the scaler's business (NZ406's).
+_FP16_TEST = re.compile(r"(?<![bB])float16|fp16|\bhalf\b|\bamp\b|use_amp|mixed_precision")
+_DYNAMIC_SCALE = re.compile(r"DynamicScale|DynamicLossScale|dynamic_scale|loss_scale|LossScale")
+
+
+def _beside_fp16_loss_scaling(ctx: Context) -> bool:
+    """Is the node in the fp16 branch of an ``if``, with a dynamic loss scale in that branch
+    or in the enclosing function?"""
+    branch = next((a for a in reversed(ctx.ancestors) if isinstance(a, cst.If)), None)
+    if branch is None or not _FP16_TEST.search(ctx.code(branch.test)):
+        return False
+    around = next((a for a in reversed(ctx.ancestors) if isinstance(a, cst.FunctionDef)), None)
+    return bool(_DYNAMIC_SCALE.search(ctx.code(around or branch.body)))
+
+
 class _OptaxSwitch(Rule):
     """One optax transform that skips or zeroes non-finite updates."""
 
     switch: str
+    spares_fp16_scaling = False  # used only beside fp16 dynamic loss scaling: not reported
 
     def visit_Name(self, node: cst.Name, ctx: Context) -> None:
         self._switch(node, node.value, ctx)
@@ -37,6 +56,8 @@ class _OptaxSwitch(Rule):
             return  # cheap test first: this runs on every name in the code
         qualified = ctx.qualified(node) or ""
         if qualified.startswith("optax.") and qualified.endswith("." + self.switch):
+            if self.spares_fp16_scaling and _beside_fp16_loss_scaling(ctx):
+                return
             if _enables(node, ctx):
                 ctx.report(node, self)
 
@@ -44,7 +65,19 @@ class _OptaxSwitch(Rule):
 class OptaxApplyIfFinite(_OptaxSwitch):
     code = "NZ401"
     switch = "apply_if_finite"
+    spares_fp16_scaling = True
     VALID = [
+        Example("""\
+            import optax
+            from flax.training import dynamic_scale as dynamic_scale_lib
+
+            def make(config, tx):
+                dynamic_scale = None
+                if config.dtype == "float16":
+                    dynamic_scale = dynamic_scale_lib.DynamicScale()
+                    tx = optax.apply_if_finite(tx, max_consecutive_errors=5)
+                return tx, dynamic_scale
+            """),
         Example("""\
             import optax
             tx = optax.chain(optax.clip_by_global_norm(1.0), optax.adamw(1e-3))
@@ -75,6 +108,29 @@ class OptaxApplyIfFinite(_OptaxSwitch):
             tx = guard(base, 5)
             """,
             line=2,
+        ),
+        Example(  # bfloat16 has no loss scaling to hand the skip to
+            """\
+            import optax
+
+            def make(config, tx):
+                if config.dtype == "bfloat16":
+                    loss_scale = None
+                    tx = optax.apply_if_finite(tx, 5)
+                return tx
+            """,
+            line=6,
+        ),
+        Example(  # fp16 with no dynamic loss scale: the skip is the only guard
+            """\
+            import optax
+
+            def make(config, tx):
+                if config.fp16:
+                    tx = optax.apply_if_finite(tx, 5)
+                return tx
+            """,
+            line=5,
         ),
     ]
 
