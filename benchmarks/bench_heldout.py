@@ -12,11 +12,15 @@ helpers that cross files count), with the default rules and with ``--select ALL`
 - TP recall = TP sites with a default finding within the tolerance;
 - debatable found = debatable sites with a finding when every rule is on.
 
+Samples: the first is ``heldout_repos.tsv`` and ``heldout_labels.tsv``; a later one,
+named ``NAME``, is ``heldout_NAME_repos.tsv`` and ``heldout_NAME_labels.tsv``
+(``--sample NAME``; ``--sample v2`` is the second, seven repositories).
+
 Sources: ``benchmarks/_work/heldout/<owner>+<name>/`` (git-ignored). A missing tree is
 downloaded from GitHub's archive of the recorded commit (Python files only).
 
-Run: ``.venv/bin/python benchmarks/bench_heldout.py`` (``--src DIR`` runs another
-checkout's ``src``, e.g. the code before a change, for a side-by-side figure).
+Run: ``.venv/bin/python benchmarks/bench_heldout.py [--sample v2]`` (``--src DIR`` runs
+another checkout's ``src``, e.g. the code before a change, for a side-by-side figure).
 """
 
 from __future__ import annotations
@@ -36,8 +40,6 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 WORK = HERE / "_work" / "heldout"
-REPOS = HERE / "heldout_repos.tsv"
-LABELS = HERE / "heldout_labels.tsv"
 NOZERO = Path(sys.executable).parent / "nozero"
 MARKERS = ("pyproject.toml", "setup.py", "setup.cfg", ".git")
 
@@ -60,6 +62,16 @@ def read_tsv(path: Path, columns: tuple[str, ...]) -> list[dict[str, str]]:
         if missing:
             raise SystemExit(f"{path}:{number}: missing {', '.join(missing)}")
     return rows
+
+
+def sample_files(name: str | None) -> tuple[Path, Path]:
+    """The repositories and labels files of a sample; a missing one is an error naming it."""
+    stem = "heldout" if name is None else f"heldout_{name}"
+    files = (HERE / f"{stem}_repos.tsv", HERE / f"{stem}_labels.tsv")
+    for path in files:
+        if not path.is_file():
+            raise SystemExit(f"--sample {name}: {path} does not exist")
+    return files
 
 
 def tree_of(repository: str, commit: str) -> Path:
@@ -106,11 +118,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tolerance", type=int, default=3, help="lines either side of a site")
     parser.add_argument("--src", type=Path, help="run this src/ directory's nozero instead")
     parser.add_argument("--out", type=Path, help="write the figures as JSON here")
+    parser.add_argument("--sample", help="score heldout_SAMPLE_{repos,labels}.tsv (e.g. v2)")
     args = parser.parse_args(argv)
 
-    repos = read_tsv(REPOS, ("repository", "commit", "domain"))
+    repos_file, labels_file = sample_files(args.sample)
+    repos = read_tsv(repos_file, ("repository", "commit", "domain"))
     sites: dict[str, list[Site]] = defaultdict(list)
-    for row in read_tsv(LABELS, ("repository", "commit", "path", "line", "label", "reason")):
+    for row in read_tsv(labels_file, ("repository", "commit", "path", "line", "label", "reason")):
         sites[row["repository"]].append(
             Site(row["repository"], row["path"], int(row["line"]), row["label"], row["reason"])
         )
