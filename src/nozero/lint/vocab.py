@@ -44,6 +44,15 @@ from nozero.lint.vocab_calls import (
     TRIGGER_WORDS,
     UPDATE_CALLS,
 )
+from nozero.lint.vocab_implicit import (
+    LIMIT_COMPARISON,
+    SELF_INEQUALITY_CALL,
+    implicit_tests,
+    limit_comparisons,
+    names_limit,
+    names_step_signal,
+    self_inequality_calls,
+)
 from nozero.lint.vocab_names import (
     AMBIGUOUS_SIGNAL_NAMES,
     CONFIG_WORDS,
@@ -172,6 +181,13 @@ __all__ = [
     "WordScreen",
     "binds_flag",
     "compares_with_inf",
+    "limit_comparisons",
+    "implicit_tests",
+    "self_inequality_calls",
+    "SELF_INEQUALITY_CALL",
+    "names_limit",
+    "names_step_signal",
+    "LIMIT_COMPARISON",
     "has_word",
     "holds_nonfinite_text",
     "identifier_at",

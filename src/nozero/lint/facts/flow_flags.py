@@ -132,9 +132,65 @@ class FlagsPart:
                 return found[0], not found[1]
         return None
 
+    def _unequal_to_itself(self, unit: _Unit, call: ast.Call, extra: set[str]) -> Flag | None:
+        """``g.ne(g)``, ``torch.ne(g, g)``: true where ``g`` is NaN, as ``g != g`` is."""
+        if len(call.args) == 2 and not call.keywords:
+            left, right = call.args
+        elif len(call.args) == 1 and isinstance(call.func, ast.Attribute):
+            left, right = call.func.value, call.args[0]
+        else:
+            return None
+        if not (self_comparable(left) and ast.dump(left) == ast.dump(right)):
+            return None
+        if not vocab.self_inequality_calls(source_segment(self.text, call)):
+            return None
+        if not self._signal(unit, left, extra):
+            return None
+        return self._route(call, f"{_short(self.text, left)} != itself"), True
+
+    def limit_flag(self, unit: _Unit, test: ast.expr) -> Flag | None:
+        """``loss < limit`` (alone, negated, or in a conjunction): true only for a finite
+        value, since NaN fails every comparison. Read only as an ``if``'s own test."""
+        if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+            found = self.limit_flag(unit, test.operand)
+            return (found[0], not found[1]) if found else None
+        if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+            parts = (self.limit_flag(unit, part) for part in test.values)
+            return next((f for f in parts if f is not None and not f[1]), None)
+        if not isinstance(test, ast.Compare) or len(test.ops) != 1:
+            return None
+        op = test.ops[0]
+        if isinstance(op, ast.Lt | ast.LtE):
+            value, limit = test.left, test.comparators[0]
+        elif isinstance(op, ast.Gt | ast.GtE):
+            value, limit = test.comparators[0], test.left
+        else:
+            return None
+        if not (_is_limit(limit) and self._step_signal(unit, value)):
+            return None
+        origin = f"{_short(self.text, test)}, false for NaN"
+        # a limit is the user's own test: no loss scaler compares the loss with one
+        return Route(test.lineno, origin, None, False, implicit=True), False
+
+    def _step_signal(self, unit: _Unit, value: ast.expr) -> bool:
+        """This step's loss or gradient norm (``loss``, ``loss.item()``, ``grad_norm``)."""
+        if (
+            isinstance(value, ast.Call)
+            and isinstance(value.func, ast.Attribute)
+            and value.func.attr in ("item", "detach", "float")
+            and not value.args
+        ):
+            value = value.func.value
+        name = dotted_name(value)
+        return bool(name) and vocab.names_step_signal(last_part(name))
+
     def _call_flag(self, unit: _Unit, call: ast.Call, extra: set[str]) -> Flag | None:
         called = self._called(call)
         comparison = _COMPARISON_CALLS.get(called or "")
+        if comparison is ast.NotEq:
+            found = self._unequal_to_itself(unit, call, extra)
+            if found is not None:
+                return found
         if comparison is not None and len(call.args) == 2 and not call.keywords:
             # ``tf.equal(has_non_finite, 1)``, ``torch.gt(nan_count, 0)``: a comparison
             left, right = call.args
@@ -246,3 +302,15 @@ class FlagsPart:
     def _from_apex(self, func: ast.expr) -> bool:
         """Is ``func`` apex's (``amp.scale_loss`` with ``from apex import amp``)?"""
         return (self.facts.qualified(func) or "").startswith("apex.")
+
+
+def _is_limit(node: ast.expr) -> bool:
+    """A positive number, or a name that holds a limit (``self.hparams.loss_upper_lim``)."""
+    if isinstance(node, ast.Constant):
+        return (
+            isinstance(node.value, int | float)
+            and not isinstance(node.value, bool)
+            and (node.value > 0)
+        )
+    name = dotted_name(node)
+    return bool(name) and vocab.names_limit(last_part(name))

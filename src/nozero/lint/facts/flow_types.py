@@ -64,6 +64,9 @@ class Route:
     # names the first test looked at, for a flag set from another (``skip = True`` under
     # ``if is_nan:``, where ``is_nan = isnan(record_loss)``)
     looked_at: frozenset[str] = frozenset()
+    # a comparison below a limit (``loss < limit``): NaN fails it, so its ``else`` is
+    # where a non-finite value goes; only a real reaction there is a finding
+    implicit: bool = False
 
 
 @dataclass(frozen=True)

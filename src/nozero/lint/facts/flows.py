@@ -105,6 +105,8 @@ class Flows(ReactionsPart, SelectionsPart, FlagsPart):
                 for number, line in enumerate(split_lines(self.text), 1)
                 if "==" in line and vocab.INF_COMPARISON.search(line)
             }
+        starts = line_starts(self.text)  # ``loss < limit`` (NaN fails it), ``g.ne(g)``
+        self._lines |= {bisect_right(starts, at) for at in vocab.implicit_tests(self.text)}
         self._sorted_lines = sorted(self._lines)
         definitions = [n for n in _statements(tree) if isinstance(n, _DEFS)]
         classes = [n for n in definitions if isinstance(n, ast.ClassDef)]
@@ -514,7 +516,7 @@ class Flows(ReactionsPart, SelectionsPart, FlagsPart):
         )
 
     def _if(self, unit: _Unit, stmt: ast.If, loops: int, bad: Flag | None) -> None:
-        found = self.flag_of(unit, stmt.test)
+        found = self.flag_of(unit, stmt.test) or self.limit_flag(unit, stmt.test)
         if found is not None and found[0].weak:
             self._clamped(unit, stmt, found)
             found = None
@@ -565,6 +567,12 @@ class Flows(ReactionsPart, SelectionsPart, FlagsPart):
         steps_when_finite = any(
             self._is_update(n) for s in good_branch for n in self.facts.nodes(s)
         )
+        if route.implicit and steps_when_finite and bad_branch:
+            # ``if loss < limit: <step> else: <count, log, zero the loss>``: a NaN goes
+            # down the ``else`` instead of the step, whatever that branch then does
+            if self._branch(unit, bad_branch, tested, loops, stmt) is not None:
+                self._add(unit, "skip", bad_branch[0], route)
+            return
         # a bad branch that only observes: ``if overflow: log.warning(...) else:
         # optimizer.step()`` takes no step; ``if finite: total += loss else: log(...)``
         # leaves the bad term out

@@ -1,0 +1,247 @@
+"""Finiteness tests that name no finiteness word, and the messages of an ``if``/``else``.
+
+- ``if loss < limit: <step> else: <skip>``: NaN fails every comparison, so the ``else``
+  is where a non-finite loss goes (speechbrain's ``loss_upper_lim`` recipes);
+  ``if not loss < limit: continue`` is the same test turned round;
+- ``g.ne(g)`` and ``torch.ne(g, g)`` are ``g != g``;
+- a ``continue`` in the ``else`` of ``if ok: <step>`` leaves before the step, so it is no
+  "update already applied".
+
+Each case runs with and without the pre-filter's shortcuts: the shortcuts never change
+the findings. The look-alikes beside each shape stay clean.
+"""
+
+from __future__ import annotations
+
+import textwrap
+
+import pytest
+
+from nozero.lint.engine import lint_source
+
+
+def _found(source: str, shortcuts: bool = True) -> list[tuple[int, str, str]]:
+    findings = lint_source(textwrap.dedent(source), "train.py", shortcuts=shortcuts)
+    return [(f.line, f.code, f.message) for f in findings]
+
+
+INVALID = {
+    "torch, a loss below a limit, else counted and zeroed": (
+        """\
+        import torch
+
+        class Separation(Brain):
+            def fit_batch(self, batch):
+                loss = self.compute_objectives(self.compute_forward(batch), batch)
+                if loss.nelement() > 0 and loss < self.hparams.loss_upper_lim:
+                    self.scaler.scale(loss).backward()
+                    self.scaler.step(self.optimizer)
+                    self.scaler.update()
+                else:
+                    self.nonfinite_count += 1
+                    loss.data = torch.tensor(0.0).to(self.device)
+                self.optimizer.zero_grad()
+                return loss.detach()
+        """,
+        [(11, "NZ201")],
+    ),
+    "torch, not below the limit: continue": (
+        """\
+        def train(model, loader, optimizer, limit):
+            for batch in loader:
+                loss = model(batch)
+                if not loss < limit:
+                    continue
+                loss.backward()
+                optimizer.step()
+        """,
+        [(5, "NZ201")],
+    ),
+    "a grad norm below a number, else only a warning": (
+        """\
+        import torch
+
+        def train(model, loader, optimizer, log):
+            for batch in loader:
+                model(batch).backward()
+                grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                if grad_norm.item() < 1e4:
+                    optimizer.step()
+                else:
+                    log.warning("large gradient, batch left out")
+                optimizer.zero_grad()
+        """,
+        [(10, "NZ201")],
+    ),
+    "a loss below a limit, the step only in the if": (
+        """\
+        def train_step(model, batch, optimizer, cfg):
+            loss = model(batch)
+            loss.backward()
+            if loss.item() <= cfg.max_loss:
+                optimizer.step()
+            optimizer.zero_grad()
+        """,
+        [(4, "NZ201")],
+    ),
+    "torch, loss.ne(loss)": (
+        """\
+        def train(model, loader, optimizer):
+            for batch in loader:
+                loss = model(batch)
+                if loss.ne(loss).any():
+                    continue
+                loss.backward()
+                optimizer.step()
+        """,
+        [(5, "NZ201")],
+    ),
+    "torch, torch.ne(grad, grad)": (
+        """\
+        import torch
+
+        def step(model, optimizer):
+            for p in model.parameters():
+                if torch.ne(p.grad, p.grad).any():
+                    p.grad = None
+            optimizer.step()
+        """,
+        [(6, "NZ201")],
+    ),
+}
+
+VALID = {
+    "a validation loss below the best one": """\
+        def fit(model, loader, optimizer, best_loss, patience, limit):
+            for batch in loader:
+                loss = model(batch)
+                loss.backward()
+                optimizer.step()
+            val_loss = evaluate(model)
+            if val_loss < best_loss:
+                best_loss = val_loss
+                save(model)
+            else:
+                patience += 1
+        """,
+    "a clip by hand: the norm above the limit scales the gradients": """\
+        def step(model, optimizer, max_norm):
+            total_norm = grad_norm(model)
+            if total_norm < max_norm:
+                pass
+            else:
+                for p in model.parameters():
+                    p.grad.mul_(max_norm / total_norm)
+            optimizer.step()
+        """,
+    "a loss below a limit that only logs": """\
+        def train(model, loader, optimizer, log, loss_limit):
+            for batch in loader:
+                loss = model(batch)
+                loss.backward()
+                optimizer.step()
+                if loss < loss_limit:
+                    log.info("below the limit")
+                else:
+                    log.info("above the limit")
+        """,
+    "a loss above a limit raises": """\
+        def train(model, loader, optimizer, loss_limit):
+            for batch in loader:
+                loss = model(batch)
+                if loss < loss_limit:
+                    loss.backward()
+                    optimizer.step()
+                else:
+                    raise FloatingPointError(f"loss {loss} above {loss_limit}")
+        """,
+    "a loss below zero is a different question": """\
+        def train(model, loader, optimizer):
+            for batch in loader:
+                loss = model(batch)
+                if loss < 0:
+                    loss.backward()
+                    optimizer.step()
+                else:
+                    continue
+        """,
+    "a padding mask with ne": """\
+        def train(model, loader, optimizer, pad_id):
+            for batch in loader:
+                mask = batch.labels.ne(pad_id)
+                if mask.any():
+                    loss = model(batch, mask)
+                    loss.backward()
+                    optimizer.step()
+        """,
+    "a step counter below its limit": """\
+        def train(model, loader, optimizer, max_steps):
+            for step, batch in enumerate(loader):
+                if step < max_steps:
+                    model(batch).backward()
+                    optimizer.step()
+                else:
+                    break
+        """,
+}
+
+
+@pytest.mark.parametrize("shortcuts", [True, False], ids=["shortcuts", "no-shortcuts"])
+@pytest.mark.parametrize("name", sorted(INVALID))
+def test_implicit_finiteness_tests_are_found(name: str, shortcuts: bool):
+    source, expected = INVALID[name]
+    assert [(line, code) for line, code, _ in _found(source, shortcuts)] == expected
+
+
+@pytest.mark.parametrize("shortcuts", [True, False], ids=["shortcuts", "no-shortcuts"])
+@pytest.mark.parametrize("name", sorted(VALID))
+def test_their_look_alikes_stay_clean(name: str, shortcuts: bool):
+    assert _found(VALID[name], shortcuts) == []
+
+
+def test_a_limit_message_names_the_comparison_and_the_skip():
+    source, _ = INVALID["torch, a loss below a limit, else counted and zeroed"]
+    [(_, _, message)] = _found(source)
+    assert "loss < self.hparams.loss_upper_lim, false for NaN tested at line 6" in message
+    assert "the step is skipped here" in message
+
+
+ELSE_CONTINUE = """\
+import torch
+
+def train(model, loader, optimizer):
+    for batch in loader:
+        loss = model(batch)
+        inf_flag = not torch.isfinite(loss)
+        if not inf_flag:
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad()
+        else:
+            continue
+        log(loss)
+"""
+
+AFTER_THE_STEP = """\
+import torch
+
+def train(model, loader, optimizer):
+    for batch in loader:
+        loss = model(batch)
+        loss.backward()
+        optimizer.step()
+        if not torch.isfinite(loss):
+            continue
+        log(loss)
+"""
+
+
+def test_a_continue_beside_the_step_is_a_skip_not_a_late_one():
+    [(line, code, message)] = _found(ELSE_CONTINUE)
+    assert (line, code) == (12, "NZ201")
+    assert "the step is skipped here" in message
+    assert "already applied" not in message
+    # a ``continue`` on the same path after the step: the update is applied by then
+    [(line, _, message)] = _found(AFTER_THE_STEP)
+    assert line == 9
+    assert "the update was already applied" in message
