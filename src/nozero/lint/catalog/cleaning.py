@@ -85,14 +85,14 @@ error (`nozero.check_finite`).
     RuleEntry(
         code="NZ103",
         name="where-substitutes-non-finite",
-        message="where(isnan/isinf/isfinite(...)) replaces non-finite training signal",
+        message="a select on a non-finite test replaces training signal",
         default=True,
         doc="""\
 ## What it flags
 `where(isnan(x), constant, x)` and its variants (`isinf`, `~isfinite`, `x != x`,
 `tf.where(tf.math.is_nan(x), tf.zeros_like(x), x)`) on training signal, where one branch
 is a constant, zeros or ones; and the conditional expression
-`loss if math.isfinite(loss) else 0.0`.
+`loss if math.isfinite(loss) else 0.0`. The message says which of the two it found.
 
 ## Why it is harmful
 It is `nan_to_num` written by hand: the NaN disappears, the optimizer steps on made-up

@@ -246,6 +246,8 @@ class SelectionsPart:
         route = found[0]
         if not (route.scaling or unit.scaling) and self._recorded(unit, route):
             return
+        if any(r.kind == "keep" and r.route == route for r in self._reactions.values()):
+            return  # params and opt_state kept on one flag: one site, one finding
         self._add(unit, "keep", stmt, route)
 
     def _recorded(self, unit: _Unit, route: Route) -> bool:
