@@ -4,6 +4,7 @@
   is where a non-finite loss goes (speechbrain's ``loss_upper_lim`` recipes);
   ``if not loss < limit: continue`` is the same test turned round;
 - ``g.ne(g)`` and ``torch.ne(g, g)`` are ``g != g``;
+- a loss clamped below a bound before the step trains on the bound when it is infinite;
 - a ``continue`` in the ``else`` of ``if ok: <step>`` leaves before the step, so it is no
   "update already applied".
 
@@ -108,9 +109,74 @@ INVALID = {
         """,
         [(6, "NZ201")],
     ),
+    "torch, the loss clamped before backward": (
+        """\
+        import torch
+
+        def train(model, loader, optimizer):
+            for batch in loader:
+                loss = model(batch)
+                loss = torch.clamp(loss, max=1e4)
+                loss.backward()
+                optimizer.step()
+        """,
+        [(6, "NZ106")],
+    ),
+    "torch, the loss's own clamp method with both bounds": (
+        """\
+        def training_step(self, batch):
+            loss = self.criterion(self(batch.x), batch.y)
+            loss = loss.clamp(0.0, 100.0)
+            self.manual_backward(loss)
+            self.optimizers().step()
+        """,
+        [(3, "NZ106")],
+    ),
+    "TF, clip_by_value of the loss in a GradientTape step": (
+        """\
+        import tensorflow as tf
+
+        def train_step(model, optimizer, x, y):
+            with tf.GradientTape() as tape:
+                loss = loss_fn(y, model(x, training=True))
+                loss = tf.clip_by_value(loss, 0.0, 1e4)
+            grads = tape.gradient(loss, model.trainable_variables)
+            optimizer.apply_gradients(zip(grads, model.trainable_variables))
+        """,
+        [(6, "NZ106")],
+    ),
 }
 
 VALID = {
+    "a loss clamped from below only": """\
+        def train(model, loader, optimizer):
+            for batch in loader:
+                loss = model(batch)
+                loss = loss.clamp(min=0.0)
+                loss.backward()
+                optimizer.step()
+        """,
+    "probabilities clamped before the loss": """\
+        import torch
+
+        def train(model, loader, optimizer):
+            for batch in loader:
+                probs = torch.clamp(model(batch), 1e-6, 1 - 1e-6)
+                loss = -(batch.y * probs.log()).mean()
+                loss.backward()
+                optimizer.step()
+        """,
+    "a loss clamped for the plot of an evaluation": """\
+        import torch
+
+        def evaluate(model, loader):
+            losses = []
+            for batch in loader:
+                loss = model(batch)
+                loss = torch.clamp(loss, max=10.0)
+                losses.append(loss.item())
+            return losses
+        """,
     "a validation loss below the best one": """\
         def fit(model, loader, optimizer, best_loss, patience, limit):
             for batch in loader:

@@ -45,10 +45,13 @@ from nozero.lint.vocab_calls import (
     UPDATE_CALLS,
 )
 from nozero.lint.vocab_implicit import (
+    CLAMP_CALLS,
     LIMIT_COMPARISON,
+    LOSS_CLAMP,
     SELF_INEQUALITY_CALL,
     implicit_tests,
     limit_comparisons,
+    loss_clamps,
     names_limit,
     names_step_signal,
     self_inequality_calls,
@@ -182,6 +185,9 @@ __all__ = [
     "binds_flag",
     "compares_with_inf",
     "limit_comparisons",
+    "loss_clamps",
+    "CLAMP_CALLS",
+    "LOSS_CLAMP",
     "implicit_tests",
     "self_inequality_calls",
     "SELF_INEQUALITY_CALL",

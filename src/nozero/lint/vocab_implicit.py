@@ -5,6 +5,8 @@
   infinite loss is above any finite limit), so the ``else`` is where a non-finite loss goes.
 - The NaN self-test written as a call: ``x.ne(x)``, ``torch.ne(x, x)``,
   ``np.not_equal(x, x)`` (``x != x`` is ``vocab_text.self_comparisons``).
+- No test at all, but the same effect on an infinite loss: the loss clamped below a bound
+  before the step (``loss = torch.clamp(loss, max=1e4)``) trains on the bound instead.
 
 Part of ``nozero.lint.vocab``'s family: plain text and name screens, no parse, so the
 pre-filter can ask them cheaply.
@@ -88,12 +90,41 @@ def self_inequality_calls(text: str, first_only: bool = False) -> list[int]:
     return found[:1] if first_only else found
 
 
+# ``loss = torch.clamp(loss, max=1e4)``, ``loss = loss.clamp(0, 10)``,
+# ``loss = tf.clip_by_value(loss, 0.0, 1e4)``: a loss bound to a clamp of itself.
+LOSS_CLAMP = re.compile(
+    r"\b(\w*loss\w*)\s*=\s*(?:\1\.(?:clamp|clip)\("
+    r"|[\w.]*\b(?:clamp|clip|clip_by_value)\(\s*\1\b)"
+)
+CLAMP_CALLS = frozenset({"clamp", "clip", "clip_by_value"})
+
+
+def loss_clamps(text: str, first_only: bool = False) -> list[int]:
+    """Offsets of the lines that bind a loss to a clamp of itself. Only lines holding
+    ``clamp(`` or ``clip`` are matched against the pattern."""
+    found: list[int] = []
+    for word in ("clamp(", "clip"):
+        at = text.find(word)
+        while at >= 0:
+            start = text.rfind("\n", 0, at) + 1
+            end = text.find("\n", at)
+            end = len(text) if end < 0 else end
+            if LOSS_CLAMP.search(text, start, end) and start not in found:
+                found.append(start)
+                if first_only:
+                    return found
+            at = text.find(word, end)
+    return sorted(found)
+
+
 def implicit_tests(text: str, first_only: bool = False) -> list[int]:
-    """Offsets of the finiteness tests of this module (limits, self-inequality calls)."""
-    found = limit_comparisons(text, first_only)
-    if first_only and found:
-        return found
-    return sorted(found + self_inequality_calls(text, first_only))
+    """Offsets of this module's shapes (limits, self-inequality calls, loss clamps)."""
+    found: list[int] = []
+    for screen in (limit_comparisons, self_inequality_calls, loss_clamps):
+        found += screen(text, first_only)
+        if first_only and found:
+            return found
+    return sorted(found)
 
 
 def names_limit(identifier: str) -> bool:

@@ -26,7 +26,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 from bisect import bisect_right
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from nozero.lint import vocab
 from nozero.lint.facts import sources
@@ -332,6 +332,9 @@ class Flows(ReactionsPart, SelectionsPart, FlagsPart):
         value = stmt.value
         if value is None:
             return
+        if unit.trains and _clamps_a_loss(self.facts.called, stmt):
+            route = Route(stmt.lineno, _short(self.text, value), None, False)
+            self._add(unit, "clamp_loss", stmt, route)
         targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
         truth = _constant_truth(value) if bad is not None else None
         if bad is not None and truth is not None:
@@ -686,3 +689,26 @@ class Flows(ReactionsPart, SelectionsPart, FlagsPart):
             isinstance(value, ast.Call) and self._called(value) in _IDENTITIES
         )
         return reset and not names & parameter_names(unit.node)
+
+
+def _clamps_a_loss(called: Callable[[ast.expr], str], stmt: ast.stmt) -> bool:
+    """``loss = torch.clamp(loss, max=1e4)``, ``loss = loss.clamp(0, 10)``: a loss bound
+    to a clamp of itself with an upper bound (``clamp(min=0)`` hides no infinity)."""
+    if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1):
+        return False
+    target, value = stmt.targets[0], stmt.value
+    name = dotted_name(target)
+    if not name or not vocab.is_loss_name(last_part(name)) or not isinstance(value, ast.Call):
+        return False
+    if called(value.func) not in vocab.CLAMP_CALLS:
+        return False
+    method = isinstance(value.func, ast.Attribute) and dotted_name(value.func.value) == name
+    operand = value.func.value if method else (value.args[0] if value.args else None)  # type: ignore[union-attr]
+    if operand is None or dotted_name(operand) != name:
+        return False
+    bounds = list(value.args) if method else list(value.args[1:])
+    upper = next(
+        (k.value for k in value.keywords if k.arg in ("max", "clip_value_max", "a_max")),
+        bounds[1] if len(bounds) > 1 else None,
+    )
+    return upper is not None and not (isinstance(upper, ast.Constant) and upper.value is None)
