@@ -17,6 +17,7 @@ from nozero.lint.facts.flow_helpers import (
     _COMPARISON_CALLS,
     _fill_truth,
     _is_inf,
+    _item_key,
     _names,
     _optimizer_report,
     _short,
@@ -70,6 +71,9 @@ class FlagsPart:
         if isinstance(expr, ast.Call):
             return self._call_flag(unit, expr, extra)
         if isinstance(expr, ast.Subscript):
+            entry = _item_key(expr)  # ``stats["nonfinite"]``, bound from a test
+            if entry is not None and entry in unit.env:
+                return unit.env[entry]
             return self.flag_of(unit, expr.value, extra)
         if isinstance(expr, ast.NamedExpr):
             return self.flag_of(unit, expr.value, extra)

@@ -36,7 +36,7 @@ from nozero.lint.facts.flow_types import (
     Route,
     _Unit,
 )
-from nozero.lint.facts.scopes import parameter_names
+from nozero.lint.facts.scopes import FunctionNode, parameter_names
 from nozero.lint.imports import dotted_name
 
 
@@ -318,6 +318,12 @@ class ReactionsPart:
         self, unit: _Unit, stmt: ast.Return, tested: set[str]
     ) -> tuple[str, ast.AST] | None:
         value = stmt.value
+        if self._guards_a_call(unit):
+            # a decorator's wrapper: what it returns stands for the wrapped step's result
+            if value is None or _none(value):
+                return "skip", stmt  # ``return None``: Lightning skips the step
+            if self.facts.is_finite_constant(value):
+                return "zero_value", stmt
         if value is None or (isinstance(value, ast.Constant) and value.value is None):
             # in code that trains, leaving is skipping the step; a helper that hands back
             # None marks the value missing, and what computes with it fails loudly
@@ -351,6 +357,24 @@ class ReactionsPart:
             ):
                 return "skip", stmt  # the old state goes back
         return None  # the tested values handed back: a search
+
+    def _guards_a_call(self, unit: _Unit) -> bool:
+        """Is ``unit`` a decorator's wrapper: a function nested in one that returns it,
+        calling a parameter of that one (``def nan_guard(fn): def wrapper(*a): loss =
+        fn(*a) ...; return wrapper``)?"""
+        inner = unit.node
+        outer = self._enclosing.get(id(inner))
+        if not isinstance(inner, FunctionNode) or not isinstance(outer, FunctionNode):
+            return False
+        returned = any(
+            isinstance(s, ast.Return) and isinstance(s.value, ast.Name) and s.value.id == inner.name
+            for s in outer.body
+        )
+        wrapped = parameter_names(outer)
+        return returned and any(
+            isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in wrapped
+            for n in ast.walk(inner)
+        )
 
     def _assign_kind(
         self, unit: _Unit, stmt: ast.Assign | ast.AugAssign | ast.AnnAssign, tested: set[str]

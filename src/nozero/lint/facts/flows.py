@@ -46,6 +46,7 @@ from nozero.lint.facts.flow_helpers import (
     _constant_truth,
     _is_inf,
     _is_model_class,
+    _item_key,
     _key,
     _line_range,
     _named_flag,
@@ -189,6 +190,8 @@ class Flows(ReactionsPart, SelectionsPart, FlagsPart):
 
     def _lines_of_flag(self, key: str) -> list[int]:
         word = key.rsplit(".", 1)[-1]
+        if word.endswith("]"):  # ``stats[nonfinite]``: the entry's own key
+            word = word[word.index("[") + 1 : -1]
         if word not in self._flag_lines:
             self._flag_lines[word] = sorted(self._word_lines({word}, comparisons=False))
         return self._flag_lines[word]
@@ -341,7 +344,7 @@ class Flows(ReactionsPart, SelectionsPart, FlagsPart):
             # ``overflow = True`` (or ``torch.tensor([1.0])``) where a non-finite value was found
             route, polarity = bad
             for target in targets:
-                key = _key(target)
+                key = _key(target) or _item_key(target)
                 if key:
                     flag_route = Route(
                         stmt.lineno,
@@ -368,7 +371,7 @@ class Flows(ReactionsPart, SelectionsPart, FlagsPart):
                     del unit.env[key]
         for target in targets:
             if found:
-                key = _key(target)
+                key = _key(target) or _item_key(target)  # ``stats["nonfinite"] = ...``
                 if key:
                     route, polarity = found
                     if route.flag is None:  # a test bound to a name: weak stays weak
