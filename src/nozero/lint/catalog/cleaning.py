@@ -173,6 +173,11 @@ the identity when any element is not finite: `if torch.isnan(self.K).any(): self
 torch.eye(n)`. What the model outputs then goes on as if the model had made it. Values
 the model was given are input cleaning and are left alone.
 
+A loss clamped below an upper bound before the step counts without any test
+(`loss = torch.clamp(loss, max=1e4)`, `loss.clamp(0, 100)`, `tf.clip_by_value(loss, 0,
+1e4)`): an infinite loss trains on the bound. A clamp from below only, or of another
+value (probabilities before a log), is left alone.
+
 ## Why it is harmful
 The bad step disappears from the numbers that were supposed to show it: the logged loss
 looks healthy, the optimizer steps on invented values, and nothing records where the
