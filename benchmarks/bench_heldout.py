@@ -40,7 +40,7 @@ import subprocess
 import sys
 import tarfile
 import urllib.request
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -195,6 +195,14 @@ def main(argv: list[str] | None = None) -> int:
         )
         lines += [f"    not on a TP site: {f['path']}:{f['line']} {f['code']}" for f in wrong]
         lines += [f"    about the file: {f['path']}:{f['line']} {f['code']}" for f in about_files]
+        unlabelled = Counter(
+            f["code"]
+            for f in every
+            if f not in default and not f["code"].startswith("NZ0") and not on(f, labelled)
+        )
+        if unlabelled:
+            counts = ", ".join(f"{code} x{n}" for code, n in sorted(unlabelled.items()))
+            lines.append(f"    every rule on, on no labelled site: {counts}")
         missed = [s for s in tp_sites if s not in found_tp]
         lines += [f"    missed TP: {s.path}:{s.line} ({s.reason})" for s in missed]
     precision = totals["correct"] / totals["findings"] if totals["findings"] else 1.0
