@@ -3,8 +3,8 @@
 - A comparison of training signal below a limit: ``if loss < limit: <step> else:
   <skip>`` takes the step only for a finite loss (NaN fails every comparison, and an
   infinite loss is above any finite limit), so the ``else`` is where a non-finite loss goes.
-- The NaN self-test written as a call: ``x.ne(x)``, ``torch.ne(x, x)``,
-  ``np.not_equal(x, x)`` (``x != x`` is ``vocab_text.self_comparisons``).
+- The NaN self-test written as a call: ``x.ne(x)``, ``torch.ne(x, x)`` (``x != x`` is
+  ``vocab_text.self_comparisons``).
 - No test at all, but the same effect on an infinite loss: the loss clamped below a bound
   before the step (``loss = torch.clamp(loss, max=1e4)``) trains on the bound instead.
 
@@ -51,28 +51,28 @@ NOT_THIS_STEP_WORDS = frozenset(
 
 # ``loss < self.hparams.loss_upper_lim``, ``grad_norm.item() <= max_norm``, ``loss < 1e4``:
 # a name of loss or norm, below a limit's name or a number (the screen; names decide).
-LIMIT_COMPARISON = re.compile(
-    r"(?:loss|norm)\w*(?:\.item\(\))?\s*<=?\s*"
-    r"(?:[\w.]*?(?:lim|limit|thresh|threshold|max|maximum|bound|upper|cap|ceiling)\w*\b|\d)"
+# Read around each ``<``: the name before it, the limit after it.
+_BELOW = re.compile(r"(?:loss|norm)\w*(?:\.item\(\))?[ \t]*$")
+_LIMIT = re.compile(
+    r"=?[ \t]*(?:[\w.]*?(?:lim|limit|thresh|threshold|max|maximum|bound|upper|cap|ceiling)"
+    r"\w*\b|\d)"
 )
+LIMIT_COMPARISON = re.compile(_BELOW.pattern.rstrip("$") + "<" + _LIMIT.pattern)
 
 
 def limit_comparisons(text: str, first_only: bool = False) -> list[int]:
-    """Offsets of each comparison of a loss or norm below a limit in ``text``. The
-    pattern is tried only where ``loss`` or ``norm`` starts (``str.find``), not at every
-    offset: this screens every file the pre-filter reads."""
-    if "<" not in text:
-        return []
+    """Offsets of each comparison of a loss or norm below a limit in ``text``. Only the
+    ``<`` signs are visited (``str.find``), a few thousand in a large code base: this
+    screens every file the pre-filter reads."""
     found: list[int] = []
-    for word in ("loss", "norm"):
-        at = text.find(word)
-        while at >= 0:
-            if LIMIT_COMPARISON.match(text, at):
-                found.append(at)
-                if first_only:
-                    return found
-            at = text.find(word, at + 4)
-    return sorted(found)
+    at = text.find("<")
+    while at >= 0:
+        if _LIMIT.match(text, at + 1) and _BELOW.search(text, max(0, at - 80), at):
+            found.append(at)
+            if first_only:
+                return found
+        at = text.find("<", at + 1)
+    return found
 
 
 # ``g.ne(g)``, ``torch.ne(g, g)``, ``np.not_equal(loss, loss)``: a value unequal to itself.
@@ -82,12 +82,30 @@ SELF_INEQUALITY_CALL = re.compile(
 )
 
 
+def _lines_with(
+    text: str, words: tuple[str, ...], pattern: re.Pattern[str], first_only: bool
+) -> list[int]:
+    """Offsets of the lines holding one of ``words`` where ``pattern`` matches: the
+    pattern runs on those lines only, never over the whole text."""
+    found: list[int] = []
+    for word in words:
+        at = text.find(word)
+        while at >= 0:
+            start = text.rfind("\n", 0, at) + 1
+            end = text.find("\n", at)
+            end = len(text) if end < 0 else end
+            if start not in found and pattern.search(text, start, end):
+                found.append(start)
+                if first_only:
+                    return found
+            at = text.find(word, end)
+    return sorted(found)
+
+
 def self_inequality_calls(text: str, first_only: bool = False) -> list[int]:
-    """Offsets of each call that compares a value with itself for inequality."""
-    if ".ne(" not in text and "not_equal(" not in text:
-        return []
-    found = [match.start() for match in SELF_INEQUALITY_CALL.finditer(text)]
-    return found[:1] if first_only else found
+    """Offsets of the lines that compare a value with itself through a call (one scan,
+    for ``.ne(``: ``np.not_equal(x, x)`` is read only on such a line)."""
+    return _lines_with(text, (".ne(",), SELF_INEQUALITY_CALL, first_only)
 
 
 # ``loss = torch.clamp(loss, max=1e4)``, ``loss = loss.clamp(0, 10)``,
@@ -100,21 +118,8 @@ CLAMP_CALLS = frozenset({"clamp", "clip", "clip_by_value"})
 
 
 def loss_clamps(text: str, first_only: bool = False) -> list[int]:
-    """Offsets of the lines that bind a loss to a clamp of itself. Only lines holding
-    ``clamp(`` or ``clip`` are matched against the pattern."""
-    found: list[int] = []
-    for word in ("clamp(", "clip"):
-        at = text.find(word)
-        while at >= 0:
-            start = text.rfind("\n", 0, at) + 1
-            end = text.find("\n", at)
-            end = len(text) if end < 0 else end
-            if LOSS_CLAMP.search(text, start, end) and start not in found:
-                found.append(start)
-                if first_only:
-                    return found
-            at = text.find(word, end)
-    return sorted(found)
+    """Offsets of the lines that bind a loss to a clamp of itself."""
+    return _lines_with(text, ("clamp(", "clip"), LOSS_CLAMP, first_only)  # two scans
 
 
 def implicit_tests(text: str, first_only: bool = False) -> list[int]:
