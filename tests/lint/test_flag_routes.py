@@ -1,7 +1,8 @@
 """Finiteness facts that travel before training reacts to them: kept in a stats dict
-(read by the same function or by another method of the class), or returned through a
-decorator's wrapper in place of the wrapped step's result. Logging the dict, or a
-wrapper that raises, is no reaction."""
+(read by the same function or by another method of the class), returned through a
+decorator's wrapper in place of the wrapped step's result, or passed as a rejection
+function by a call in the same file. Logging the dict, a wrapper that raises, or a
+predicate that tests something else, is no reaction."""
 
 from __future__ import annotations
 
@@ -59,7 +60,41 @@ def nan_guard(fn):
     return wrapper
 """
 
+REJECT = """\
+import torch
+
+def train(model, loader, optimizer, reject=None):
+    for batch in loader:
+        loss = model(batch)
+        if reject is not None and reject(loss):
+            continue
+        loss.backward()
+        optimizer.step()
+
+def main(model, loader, optimizer):
+    train(model, loader, optimizer, reject=lambda l: not torch.isfinite(l))
+"""
+
+REJECT_BY_HELPER = """\
+import torch
+
+def has_nan(value):
+    return torch.isnan(value).any()
+
+def fit(model, loader, optimizer, skip_if):
+    for batch in loader:
+        loss = model(batch)
+        if skip_if(loss):
+            continue
+        loss.backward()
+        optimizer.step()
+
+fit(net, data, opt, has_nan)
+"""
+
 INVALID = {
+    "a rejection lambda passed by keyword": (REJECT, [(7, "NZ201")]),
+    "a same-file helper passed by position": (REJECT_BY_HELPER, [(10, "NZ201")]),
     "a stats entry read by the loop": (STATS, [(10, "NZ201")]),
     "a stats entry read by another method": (STATS_ACROSS_METHODS, [(12, "NZ201")]),
     "a decorator returning None for the step": (DECORATOR, [(10, "NZ201")]),
@@ -70,6 +105,13 @@ INVALID = {
 }
 
 VALID = {
+    "a rejection function that tests something else": REJECT.replace(
+        "lambda l: not torch.isfinite(l)", "lambda l: l.item() > 100.0"
+    ),
+    "a rejection function nobody here passes": REJECT.replace(
+        "    train(model, loader, optimizer, reject=lambda l: not torch.isfinite(l))\n",
+        "    train(model, loader, optimizer)\n",
+    ),
     "a stats entry only logged": STATS.replace(
         '        if stats["nonfinite"]:\n            continue\n', ""
     ),

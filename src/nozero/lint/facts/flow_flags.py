@@ -188,7 +188,57 @@ class FlagsPart:
         name = dotted_name(value)
         return bool(name) and vocab.names_step_signal(last_part(name))
 
+    def given_predicates(self, unit: _Unit) -> dict[tuple[str, str], Flag]:
+        """(function, parameter) -> the finiteness test a call in this file passes as that
+        parameter: ``train(..., reject=lambda l: not torch.isfinite(l))``,
+        ``train(..., reject=has_nan)`` (a same-file helper, or a library predicate)."""
+        given: dict[tuple[str, str], Flag] = {}
+        for call in ast.walk(self.facts.tree):
+            if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name)):
+                continue
+            for fn in self.facts.functions_named(call.func.id):
+                names = [a.arg for a in (*fn.args.posonlyargs, *fn.args.args)]
+                positional = zip(names, call.args, strict=False)
+                passed = [*positional, *((k.arg, k.value) for k in call.keywords)]
+                for param, value in passed:
+                    found = self._predicate(unit, value)
+                    if param and found is not None:
+                        route = dataclasses.replace(
+                            found[0], line=call.lineno, origin=found[0].origin
+                        )
+                        given[(fn.name, param)] = (route, found[1])
+        return given
+
+    def _predicate(self, unit: _Unit, value: ast.expr) -> Flag | None:
+        """The finiteness test a function value makes of its argument, if it is one."""
+        if isinstance(value, ast.Lambda):
+            found = self.flag_of(unit, value.body, parameter_names(value))
+        elif isinstance(value, ast.Name) and self.facts.functions_named(value.id):
+            found = self._helper_returns(value.id).get(None)
+        else:
+            name = last_part(self.facts.qualified(value) or "")
+            polarity = sources.PREDICATE_POLARITY.get(name)
+            found = None if polarity is None else (self._route(value, f"{name}()"), polarity)
+        return found if found is not None and not found[0].weak else None
+
+    def _given_test(self, unit: _Unit, call: ast.Call, extra: set[str]) -> Flag | None:
+        """``if reject(loss): continue`` where a call of this function passes a
+        finiteness test as ``reject``."""
+        fn = unit.node
+        if not (isinstance(call.func, ast.Name) and isinstance(fn, FunctionNode)):
+            return None
+        found = self._given.get((fn.name, call.func.id))
+        if found is None or not any(self._signal(unit, a, extra) for a in call.args):
+            return None
+        given_at = f"given {found[0].origin} at line {found[0].line}"
+        origin = f"{_short(self.text, call)} ({given_at})"
+        route = Route(call.lineno, origin, None, found[0].scaling)
+        return route, found[1]
+
     def _call_flag(self, unit: _Unit, call: ast.Call, extra: set[str]) -> Flag | None:
+        given = self._given_test(unit, call, extra) if self._given else None
+        if given is not None:
+            return given
         called = self._called(call)
         comparison = _COMPARISON_CALLS.get(called or "")
         if comparison is ast.NotEq:

@@ -88,6 +88,7 @@ class Flows(ReactionsPart, SelectionsPart, FlagsPart):
         self._done = False
         self._collect = False
         self._flag_lines: dict[str, list[int]] = {}
+        self._given: dict[tuple[str, str], Flag] = {}
 
     # ---- the front door -----------------------------------------------------------
     def reactions(self) -> list[Reaction]:
@@ -135,6 +136,9 @@ class Flows(ReactionsPart, SelectionsPart, FlagsPart):
         for fn in definitions:  # same-file functions that may hand back a flag
             if isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef) and self._holds(fn):
                 found.add(fn.name)
+        module_unit = _Unit(tree, lambda: self.facts.scope(0), {}, False)
+        self._given = self.given_predicates(module_unit)  # ``train(..., reject=has_nan)``
+        found |= {param for _, param in self._given}
         self._collect = False
         if found:
             self._lines |= self._word_lines(found)
