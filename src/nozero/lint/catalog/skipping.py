@@ -19,6 +19,8 @@ The fact is a test (`isnan`, `isinf`, `isfinite`, `x != x`, `x.ne(x)`, `x == inf
 `tf.math.is_nan`). Or it is a flag holding one: `ok = ...`, `self.bad = ...`, or a dict
 entry (`stats["nonfinite"] = ...`). It may be a same-file helper's tuple result, an
 `all_reduce`d or `.item()`ed flag, or `skip = True` set where a test failed.
+A parameter called as a predicate counts when a call in the same file passes it a
+finiteness test: `if reject(loss): continue`, with `train(..., reject=has_nan)`.
 
 A comparison below a limit is a test too: `if loss < limit: <step> else: <skip>`. It
 takes the step only for a finite loss. NaN fails every comparison, and an infinite loss
