@@ -54,6 +54,7 @@ from nozero.lint.vocab_implicit import (
     loss_clamps,
     names_limit,
     names_step_signal,
+    passes_predicates,
     self_inequality_calls,
 )
 from nozero.lint.vocab_names import (
@@ -185,6 +186,7 @@ __all__ = [
     "binds_flag",
     "compares_with_inf",
     "limit_comparisons",
+    "passes_predicates",
     "loss_clamps",
     "CLAMP_CALLS",
     "LOSS_CLAMP",

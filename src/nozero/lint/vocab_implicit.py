@@ -15,6 +15,7 @@ pre-filter can ask them cheaply.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
 from nozero.lint.vocab_names import is_loss_name, name_words, names_gradients
 
@@ -120,6 +121,24 @@ CLAMP_CALLS = frozenset({"clamp", "clip", "clip_by_value"})
 def loss_clamps(text: str, first_only: bool = False) -> list[int]:
     """Offsets of the lines that bind a loss to a clamp of itself."""
     return _lines_with(text, ("clamp(", "clip"), LOSS_CLAMP, first_only)  # two scans
+
+
+# A lambda whose body names a finiteness predicate (``reject=lambda l: torch.isnan(l)``),
+# or such a predicate passed as a value (``reject=torch.isnan``).
+PREDICATE_VALUE = re.compile(
+    r"lambda\b[^:\n]*:[^\n]*\b(?:isnan|isinf|isfinite|is_nan|is_inf|is_finite)\b"
+    r"|[(,=]\s*(?:[\w.]*\.)?(?:isnan|isinf|isfinite)\s*[,)]"
+)
+
+
+def passes_predicates(text: str, helpers: Iterable[str] = ()) -> bool:
+    """Might a call in ``text`` pass a finiteness test as an argument: a lambda naming a
+    predicate, a predicate itself, or one of ``helpers`` (same-file functions that test)
+    written in an argument's place? The screen before a walk over every call."""
+    names = "|".join(re.escape(name) for name in helpers)
+    if names and re.search(rf"[(,=]\s*(?:{names})\s*[,)]", text):
+        return True
+    return ("lambda" in text or "is" in text) and bool(PREDICATE_VALUE.search(text))
 
 
 def implicit_tests(text: str, first_only: bool = False) -> list[int]:

@@ -136,8 +136,14 @@ class Flows(ReactionsPart, SelectionsPart, FlagsPart):
         for fn in definitions:  # same-file functions that may hand back a flag
             if isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef) and self._holds(fn):
                 found.add(fn.name)
-        module_unit = _Unit(tree, lambda: self.facts.scope(0), {}, False)
-        self._given = self.given_predicates(module_unit)  # ``train(..., reject=has_nan)``
+        tests = {  # same-file functions named for a finiteness test (``has_nan``)
+            fn.name
+            for fn in definitions
+            if isinstance(fn, FunctionNode) and vocab.nonfinite_name_polarity(fn.name) is not None
+        }
+        if vocab.passes_predicates(self.text, tests):  # ``train(..., reject=has_nan)``
+            module_unit = _Unit(tree, lambda: self.facts.scope(0), {}, False)
+            self._given = self.given_predicates(module_unit)
         found |= {param for _, param in self._given}
         self._collect = False
         if found:
