@@ -85,6 +85,35 @@ INVALID = {
         """,
         [(4, "NZ201")],
     ),
+    "Keras, apply_gradients only below the limit": (
+        """\
+        import tensorflow as tf
+
+        class Model(tf.keras.Model):
+            def train_step(self, data):
+                x, y = data
+                with tf.GradientTape() as tape:
+                    loss = self.compute_loss(x, y, self(x, training=True))
+                grads = tape.gradient(loss, self.trainable_variables)
+                if loss < self.loss_limit:
+                    self.optimizer.apply_gradients(zip(grads, self.trainable_variables))
+                return {"loss": loss}
+        """,
+        [(10, "NZ201")],
+    ),
+    "Lightning, training_step returns None above the limit": (
+        """\
+        import lightning as L
+
+        class Module(L.LightningModule):
+            def training_step(self, batch, batch_idx):
+                loss = self.criterion(self(batch[0]), batch[1])
+                if not loss < self.hparams.max_loss:
+                    return None
+                return loss
+        """,
+        [(7, "NZ201")],
+    ),
     "torch, loss.ne(loss)": (
         """\
         def train(model, loader, optimizer):
