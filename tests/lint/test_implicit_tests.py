@@ -99,7 +99,7 @@ INVALID = {
                     self.optimizer.apply_gradients(zip(grads, self.trainable_variables))
                 return {"loss": loss}
         """,
-        [(10, "NZ201")],
+        [(9, "NZ201")],
     ),
     "Lightning, training_step returns None above the limit": (
         """\
