@@ -114,6 +114,33 @@ INVALID = {
         """,
         [(7, "NZ201")],
     ),
+    "JAX, the new params kept only below the limit": (
+        """\
+        import jax
+        import jax.numpy as jnp
+        import optax
+
+        def train_step(params, opt_state, batch, max_loss):
+            loss, grads = jax.value_and_grad(loss_fn)(params, batch)
+            updates, opt_state = tx.update(grads, opt_state, params)
+            new_params = optax.apply_updates(params, updates)
+            params = jax.tree_util.tree_map(
+                lambda n, o: jnp.where(loss < max_loss, n, o), new_params, params
+            )
+            return params, opt_state, loss
+        """,
+        [(9, "NZ410")],
+    ),
+    "JAX, lax.cond between the update and the old state": (
+        """\
+        import jax
+
+        def step(state, batch, loss_limit):
+            loss, grads = jax.value_and_grad(loss_fn)(state.params, batch)
+            return jax.lax.cond(loss < loss_limit, apply_update, keep_state, state, grads)
+        """,
+        [(5, "NZ410")],
+    ),
     "torch, loss.ne(loss)": (
         """\
         def train(model, loader, optimizer):
@@ -259,6 +286,21 @@ VALID = {
                     optimizer.step()
                 else:
                     continue
+        """,
+    "JAX, a clip by hand in a where": """\
+        import jax
+        import jax.numpy as jnp
+
+        def clip(grads, grad_norm, max_norm):
+            return jax.tree_util.tree_map(
+                lambda g: jnp.where(grad_norm < max_norm, g, g * max_norm / grad_norm), grads
+            )
+        """,
+    "JAX, a where that caps a value at its limit": """\
+        import jax.numpy as jnp
+
+        def capped(loss, max_loss):
+            return jnp.where(loss < max_loss, loss, max_loss)
         """,
     "a padding mask with ne": """\
         def train(model, loader, optimizer, pad_id):
