@@ -296,6 +296,18 @@ VALID = {
                 lambda g: jnp.where(grad_norm < max_norm, g, g * max_norm / grad_norm), grads
             )
         """,
+    "torch, adaptive clipping by a where on the norm (timm's shape)": """\
+        import torch
+
+        def adaptive_clip_grad(parameters, clip_factor=0.01):
+            for p in parameters:
+                g_data = p.grad.detach()
+                max_norm = unitwise_norm(p.detach()).mul_(clip_factor)
+                grad_norm = unitwise_norm(g_data)
+                clipped_grad = g_data * (max_norm / grad_norm.clamp(min=1e-6))
+                new_grads = torch.where(grad_norm < max_norm, g_data, clipped_grad)
+                p.grad.detach().copy_(new_grads)
+        """,
     "JAX, a where that caps a value at its limit": """\
         import jax.numpy as jnp
 

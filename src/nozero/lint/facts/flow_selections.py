@@ -245,8 +245,8 @@ class SelectionsPart:
     def _limit_select(self, unit: _Unit, args: list[ast.expr]) -> Flag | None:
         """``where(loss < max_loss, new, old)``, ``cond(loss < limit, apply, keep, x)``:
         a select between two values named as they are (no arithmetic: a clip by hand
-        scales one) on a comparison below a limit, which NaN fails. A select of the
-        compared value or the limit itself is a clamp, not a kept state."""
+        scales one) on a loss below a limit, which NaN fails. A select of the loss or
+        the limit itself is a clamp, not a kept state."""
         if len(args) < 3 or not all(isinstance(b, ast.Name | ast.Attribute) for b in args[1:3]):
             return None
         found = self.limit_flag(unit, args[0])
@@ -254,6 +254,11 @@ class SelectionsPart:
             ast.dump(n) for n in ast.walk(args[0]) if isinstance(n, ast.Name | ast.Attribute)
         }
         if found is None or any(ast.dump(b) in compared for b in args[1:3]):
+            return None
+        # a loss, not a norm: a select on a norm below its limit is a clip by hand
+        # (``where(grad_norm < max_norm, g, clipped)``), whatever its branches are named
+        losses = [n for n in ast.walk(args[0]) if isinstance(n, ast.Name | ast.Attribute)]
+        if not any(vocab.is_loss_name(last_part(dotted_name(n) or "")) for n in losses):
             return None
         return found
 
