@@ -715,9 +715,10 @@ def _clamps_a_loss(called: Callable[[ast.expr], str], stmt: ast.stmt) -> bool:
         return False
     if called(value.func) not in vocab.CLAMP_CALLS:
         return False
-    method = isinstance(value.func, ast.Attribute) and dotted_name(value.func.value) == name
-    operand = value.func.value if method else (value.args[0] if value.args else None)  # type: ignore[union-attr]
-    if operand is None or dotted_name(operand) != name:
+    func = value.func
+    method = isinstance(func, ast.Attribute) and dotted_name(func.value) == name
+    # ``loss.clamp(lo, hi)`` clamps its receiver; ``torch.clamp(loss, lo, hi)`` its first
+    if not method and not (value.args and dotted_name(value.args[0]) == name):
         return False
     bounds = list(value.args) if method else list(value.args[1:])
     upper = next(
