@@ -36,6 +36,7 @@ def could_hold_finding(text: str) -> bool:
         or ("!=" in text and vocab.self_comparisons(text))
         or ("except" in text and vocab.holds_nonfinite_text(text))
         or ("==" in text and vocab.compares_with_inf(text))
+        or bool(vocab.implicit_tests(text, first_only=True))  # ``loss < limit``, ``g.ne(g)``
         or vocab.FLOW_SCREEN.search(text)
         or vocab.binds_flag(text)
         or any(suffix in text for suffix in vocab.SETTING_SUFFIXES)

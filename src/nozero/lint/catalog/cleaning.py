@@ -85,14 +85,14 @@ error (`nozero.check_finite`).
     RuleEntry(
         code="NZ103",
         name="where-substitutes-non-finite",
-        message="where(isnan/isinf/isfinite(...)) replaces non-finite training signal",
+        message="a select on a non-finite test replaces training signal",
         default=True,
         doc="""\
 ## What it flags
 `where(isnan(x), constant, x)` and its variants (`isinf`, `~isfinite`, `x != x`,
 `tf.where(tf.math.is_nan(x), tf.zeros_like(x), x)`) on training signal, where one branch
 is a constant, zeros or ones; and the conditional expression
-`loss if math.isfinite(loss) else 0.0`.
+`loss if math.isfinite(loss) else 0.0`. The message says which of the two it found.
 
 ## Why it is harmful
 It is `nan_to_num` written by hand: the NaN disappears, the optimizer steps on made-up
@@ -172,6 +172,11 @@ Keras `Layer`). There a value the model computed itself may be put back to zeros
 the identity when any element is not finite: `if torch.isnan(self.K).any(): self.K =
 torch.eye(n)`. What the model outputs then goes on as if the model had made it. Values
 the model was given are input cleaning and are left alone.
+
+A loss clamped below an upper bound before the step counts without any test
+(`loss = torch.clamp(loss, max=1e4)`, `loss.clamp(0, 100)`, `tf.clip_by_value(loss, 0,
+1e4)`): an infinite loss trains on the bound. A clamp from below only, or of another
+value (probabilities before a log), is left alone.
 
 ## Why it is harmful
 The bad step disappears from the numbers that were supposed to show it: the logged loss

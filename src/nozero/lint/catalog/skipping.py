@@ -15,10 +15,18 @@ ENTRIES: tuple[RuleEntry, ...] = (
 A step left when the loss or a gradient is non-finite. nozero follows the finiteness
 fact from where it is established to where training reacts to it.
 
-The fact is a test (`isnan`, `isinf`, `isfinite`, `x != x`, `x == inf`,
-`tf.math.is_nan`). Or it is a flag holding one: `ok = ...`, `self.bad = ...`, a
-same-file helper's tuple result, an `all_reduce`d or `.item()`ed flag, or `skip = True`
-set where a test failed.
+The fact is a test (`isnan`, `isinf`, `isfinite`, `x != x`, `x.ne(x)`, `x == inf`,
+`tf.math.is_nan`). Or it is a flag holding one: `ok = ...`, `self.bad = ...`, or a dict
+entry (`stats["nonfinite"] = ...`). It may be a same-file helper's tuple result, an
+`all_reduce`d or `.item()`ed flag, or `skip = True` set where a test failed.
+A parameter called as a predicate counts when a call in the same file passes it a
+finiteness test: `if reject(loss): continue`, with `train(..., reject=has_nan)`.
+
+A comparison below a limit is a test too: `if loss < limit: <step> else: <skip>`. It
+takes the step only for a finite loss. NaN fails every comparison, and an infinite loss
+is above any finite limit. The finding is at the first statement of the `else`, where a
+non-finite loss goes. Records of other steps (`best_loss`, `val_loss`) are not read this
+way, nor is a branch that only logs beside a step taken either way.
 
 The reaction is one of these:
 
@@ -29,6 +37,8 @@ The reaction is one of these:
   whose other branch returns zeros);
 - a mark named for skipping (`self.skip_next_update = True`) that another method or a
   framework's loop skips on.
+- in a decorator's wrapper, `return None` (or a constant) in place of the wrapped
+  step's result: Lightning skips a step whose `training_step` returns None.
 
 One branch raising does not excuse another that goes on. The finding is at the
 reaction. Its message names the route, e.g. `bad set at line 12 from isnan(loss); the

@@ -16,6 +16,13 @@ ENTRIES: tuple[RuleEntry, ...] = (
 touches loss or gradients, and `except NonFiniteError` anywhere, whose handler does not
 raise again.
 
+It also flags a handler that catches the failure its own `try` raises on a non-finite
+value: a `raise` under a finiteness test, a finiteness `assert`, `detect_anomaly()`,
+`check_finite`, or `clip_grad_norm_(..., error_if_nonfinite=True)`. Inside a loop the
+handler goes on to the next batch. In a step function, a broad `except` (`Exception`,
+`RuntimeError`) may hand back a made-up result (`return 0.0`, `return None`): training
+goes on as if the step had run.
+
 ## Why it is harmful
 `np.errstate(all="raise")`, `torch.autograd.detect_anomaly()` or `nozero.check_finite`
 turned the NaN into an exception precisely so that training stops; catching it and

@@ -338,6 +338,9 @@ finiteness fact about the loss or gradients. The choice may be `lax.cond`, `lax.
 `functools.partial(jnp.where, ok)`). It may be a conditional expression (`new if ok else
 old`).
 
+The fact may be a loss below a limit (`where(loss < max_loss, new, old)`), which NaN
+fails. A select on a norm below its limit is a clip by hand and is left alone.
+
 It is not flagged when the function keeps the failure for a raise or raises on it.
 Keeping means returning the flag, storing it, or passing it on to anything but a log.
 An unrelated `assert` or `raise` elsewhere in the function does not count. Neither does

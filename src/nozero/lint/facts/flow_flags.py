@@ -17,6 +17,7 @@ from nozero.lint.facts.flow_helpers import (
     _COMPARISON_CALLS,
     _fill_truth,
     _is_inf,
+    _item_key,
     _names,
     _optimizer_report,
     _short,
@@ -70,6 +71,9 @@ class FlagsPart:
         if isinstance(expr, ast.Call):
             return self._call_flag(unit, expr, extra)
         if isinstance(expr, ast.Subscript):
+            entry = _item_key(expr)  # ``stats["nonfinite"]``, bound from a test
+            if entry is not None and entry in unit.env:
+                return unit.env[entry]
             return self.flag_of(unit, expr.value, extra)
         if isinstance(expr, ast.NamedExpr):
             return self.flag_of(unit, expr.value, extra)
@@ -132,9 +136,115 @@ class FlagsPart:
                 return found[0], not found[1]
         return None
 
+    def _unequal_to_itself(self, unit: _Unit, call: ast.Call, extra: set[str]) -> Flag | None:
+        """``g.ne(g)``, ``torch.ne(g, g)``: true where ``g`` is NaN, as ``g != g`` is."""
+        if len(call.args) == 2 and not call.keywords:
+            left, right = call.args
+        elif len(call.args) == 1 and isinstance(call.func, ast.Attribute):
+            left, right = call.func.value, call.args[0]
+        else:
+            return None
+        if not (self_comparable(left) and ast.dump(left) == ast.dump(right)):
+            return None
+        if not vocab.self_inequality_calls(source_segment(self.text, call)):
+            return None
+        if not self._signal(unit, left, extra):
+            return None
+        return self._route(call, f"{_short(self.text, left)} != itself"), True
+
+    def limit_flag(self, unit: _Unit, test: ast.expr) -> Flag | None:
+        """``loss < limit`` (alone, negated, or in a conjunction): true only for a finite
+        value, since NaN fails every comparison. Read only as an ``if``'s own test."""
+        if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+            found = self.limit_flag(unit, test.operand)
+            return (found[0], not found[1]) if found else None
+        if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
+            parts = (self.limit_flag(unit, part) for part in test.values)
+            return next((f for f in parts if f is not None and not f[1]), None)
+        if not isinstance(test, ast.Compare) or len(test.ops) != 1:
+            return None
+        op = test.ops[0]
+        if isinstance(op, ast.Lt | ast.LtE):
+            value, limit = test.left, test.comparators[0]
+        elif isinstance(op, ast.Gt | ast.GtE):
+            value, limit = test.comparators[0], test.left
+        else:
+            return None
+        if not (_is_limit(limit) and self._step_signal(unit, value)):
+            return None
+        origin = f"{_short(self.text, test)}, false for NaN"
+        # a limit is the user's own test: no loss scaler compares the loss with one
+        return Route(test.lineno, origin, None, False, implicit=True), False
+
+    def _step_signal(self, unit: _Unit, value: ast.expr) -> bool:
+        """This step's loss or gradient norm (``loss``, ``loss.item()``, ``grad_norm``)."""
+        if (
+            isinstance(value, ast.Call)
+            and isinstance(value.func, ast.Attribute)
+            and value.func.attr in ("item", "detach", "float")
+            and not value.args
+        ):
+            value = value.func.value
+        name = dotted_name(value)
+        return bool(name) and vocab.names_step_signal(last_part(name))
+
+    def given_predicates(self, unit: _Unit) -> dict[tuple[str, str], Flag]:
+        """(function, parameter) -> the finiteness test a call in this file passes as that
+        parameter: ``train(..., reject=lambda l: not torch.isfinite(l))``,
+        ``train(..., reject=has_nan)`` (a same-file helper, or a library predicate)."""
+        given: dict[tuple[str, str], Flag] = {}
+        for call in ast.walk(self.facts.tree):
+            if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name)):
+                continue
+            for fn in self.facts.functions_named(call.func.id):
+                names = [a.arg for a in (*fn.args.posonlyargs, *fn.args.args)]
+                positional = zip(names, call.args, strict=False)
+                passed = [*positional, *((k.arg, k.value) for k in call.keywords)]
+                for param, value in passed:
+                    found = self._predicate(unit, value)
+                    if param and found is not None:
+                        route = dataclasses.replace(
+                            found[0], line=call.lineno, origin=found[0].origin
+                        )
+                        given[(fn.name, param)] = (route, found[1])
+        return given
+
+    def _predicate(self, unit: _Unit, value: ast.expr) -> Flag | None:
+        """The finiteness test a function value makes of its argument, if it is one."""
+        if isinstance(value, ast.Lambda):
+            found = self.flag_of(unit, value.body, parameter_names(value))
+        elif isinstance(value, ast.Name) and self.facts.functions_named(value.id):
+            found = self._helper_returns(value.id).get(None)
+        else:
+            name = last_part(self.facts.qualified(value) or "")
+            polarity = sources.PREDICATE_POLARITY.get(name)
+            found = None if polarity is None else (self._route(value, f"{name}()"), polarity)
+        return found if found is not None and not found[0].weak else None
+
+    def _given_test(self, unit: _Unit, call: ast.Call, extra: set[str]) -> Flag | None:
+        """``if reject(loss): continue`` where a call of this function passes a
+        finiteness test as ``reject``."""
+        fn = unit.node
+        if not (isinstance(call.func, ast.Name) and isinstance(fn, FunctionNode)):
+            return None
+        found = self._given.get((fn.name, call.func.id))
+        if found is None or not any(self._signal(unit, a, extra) for a in call.args):
+            return None
+        given_at = f"given {found[0].origin} at line {found[0].line}"
+        origin = f"{_short(self.text, call)} ({given_at})"
+        route = Route(call.lineno, origin, None, found[0].scaling)
+        return route, found[1]
+
     def _call_flag(self, unit: _Unit, call: ast.Call, extra: set[str]) -> Flag | None:
+        given = self._given_test(unit, call, extra) if self._given else None
+        if given is not None:
+            return given
         called = self._called(call)
         comparison = _COMPARISON_CALLS.get(called or "")
+        if comparison is ast.NotEq:
+            found = self._unequal_to_itself(unit, call, extra)
+            if found is not None:
+                return found
         if comparison is not None and len(call.args) == 2 and not call.keywords:
             # ``tf.equal(has_non_finite, 1)``, ``torch.gt(nan_count, 0)``: a comparison
             left, right = call.args
@@ -246,3 +356,15 @@ class FlagsPart:
     def _from_apex(self, func: ast.expr) -> bool:
         """Is ``func`` apex's (``amp.scale_loss`` with ``from apex import amp``)?"""
         return (self.facts.qualified(func) or "").startswith("apex.")
+
+
+def _is_limit(node: ast.expr) -> bool:
+    """A positive number, or a name that holds a limit (``self.hparams.loss_upper_lim``)."""
+    if isinstance(node, ast.Constant):
+        return (
+            isinstance(node.value, int | float)
+            and not isinstance(node.value, bool)
+            and (node.value > 0)
+        )
+    name = dotted_name(node)
+    return bool(name) and vocab.names_limit(last_part(name))

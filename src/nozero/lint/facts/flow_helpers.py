@@ -313,6 +313,18 @@ def _key(target: ast.expr) -> str | None:
     return None
 
 
+def _item_key(target: ast.expr) -> str | None:
+    """``stats["nonfinite"]``, ``self.state["skip"]``: an entry of a dict under a constant
+    key, as a flag's key (``stats[nonfinite]``); None for anything else."""
+    if not isinstance(target, ast.Subscript):
+        return None
+    entry = target.slice
+    if not (isinstance(entry, ast.Constant) and isinstance(entry.value, str)):
+        return None
+    base = _key(target.value)
+    return f"{base}[{entry.value}]" if base and entry.value.isidentifier() else None
+
+
 def _scaler_present(test: ast.expr) -> bool | None:
     """Does ``test`` hold when a loss scaler is in use (``self.scaler is not None``,
     ``if scaler:``, ``if args.fp16:``, ``if self.use_amp:``), or when none is (``scaler is

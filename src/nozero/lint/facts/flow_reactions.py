@@ -36,7 +36,7 @@ from nozero.lint.facts.flow_types import (
     Route,
     _Unit,
 )
-from nozero.lint.facts.scopes import parameter_names
+from nozero.lint.facts.scopes import FunctionNode, parameter_names
 from nozero.lint.imports import dotted_name
 
 
@@ -60,6 +60,8 @@ class ReactionsPart:
         if outcome is None:
             return False
         kind, node = outcome
+        if kind == "go_on" and route.implicit:
+            return False  # ``if loss < limit: ... else: log(...)``: no finiteness check
         if kind == "go_on":
             if route.scaling or unit.scaling:
                 return False  # the scaler's own bookkeeping: NZ406 flags the skip itself
@@ -306,12 +308,22 @@ class ReactionsPart:
             return False
         loop = max(loops, key=lambda node: node.lineno)
         steps = [line for line in unit.updates_after if loop.lineno <= line <= loop.end_lineno]
-        return bool(steps) and all(line < stmt.lineno for line in steps)
+        # ``if ok: optimizer.step() else: continue``: a step in the other branch of an
+        # ``if`` is not on the way to this ``continue``
+        forks = [node for node in ast.walk(loop) if isinstance(node, ast.If) and node.orelse]
+        on_the_way = [line for line in steps if not _apart(forks, line, stmt.lineno)]
+        return bool(on_the_way) and all(line < stmt.lineno for line in on_the_way)
 
     def _return_kind(
         self, unit: _Unit, stmt: ast.Return, tested: set[str]
     ) -> tuple[str, ast.AST] | None:
         value = stmt.value
+        if self._guards_a_call(unit):
+            # a decorator's wrapper: what it returns stands for the wrapped step's result
+            if value is None or _none(value):
+                return "skip", stmt  # ``return None``: Lightning skips the step
+            if self.facts.is_finite_constant(value):
+                return "zero_value", stmt
         if value is None or (isinstance(value, ast.Constant) and value.value is None):
             # in code that trains, leaving is skipping the step; a helper that hands back
             # None marks the value missing, and what computes with it fails loudly
@@ -346,6 +358,24 @@ class ReactionsPart:
                 return "skip", stmt  # the old state goes back
         return None  # the tested values handed back: a search
 
+    def _guards_a_call(self, unit: _Unit) -> bool:
+        """Is ``unit`` a decorator's wrapper: a function nested in one that returns it,
+        calling a parameter of that one (``def nan_guard(fn): def wrapper(*a): loss =
+        fn(*a) ...; return wrapper``)?"""
+        inner = unit.node
+        outer = self._enclosing.get(id(inner))
+        if not isinstance(inner, FunctionNode) or not isinstance(outer, FunctionNode):
+            return False
+        returned = any(
+            isinstance(s, ast.Return) and isinstance(s.value, ast.Name) and s.value.id == inner.name
+            for s in outer.body
+        )
+        wrapped = parameter_names(outer)
+        return returned and any(
+            isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in wrapped
+            for n in ast.walk(inner)
+        )
+
     def _assign_kind(
         self, unit: _Unit, stmt: ast.Assign | ast.AugAssign | ast.AnnAssign, tested: set[str]
     ) -> str | None:
@@ -354,6 +384,14 @@ class ReactionsPart:
         for target in targets:
             if isinstance(target, ast.Attribute) and target.attr == "grad" and _none(value):
                 return "zero"
+            if (
+                isinstance(target, ast.Attribute)
+                and target.attr == "data"
+                and value is not None
+                and self.facts.is_signal(target.value, unit.scope)
+                and self.facts.is_finite_constant(_first_of_chain(value))
+            ):
+                return "zero_value"  # ``loss.data = torch.tensor(0.0).to(device)``
             if isinstance(value, ast.Call) and self._called(value) in sources.ZEROING_CALLS:
                 if self.facts.is_signal(target, unit.scope):
                     # zeroed gradients or loss take no step; a model's output set to
@@ -422,3 +460,27 @@ class ReactionsPart:
         if key not in self._reactions:
             self._reactions[key] = Reaction(kind, line, col, line, last, route, scaling)
         return True
+
+
+def _apart(forks: list[ast.If], one: int, other: int) -> bool:
+    """Are lines ``one`` and ``other`` in different branches of one of ``forks``?"""
+
+    def within(block: list[ast.stmt], line: int) -> bool:
+        return bool(block) and block[0].lineno <= line <= (block[-1].end_lineno or line)
+
+    return any(
+        (within(fork.body, one) and within(fork.orelse, other))
+        or (within(fork.orelse, one) and within(fork.body, other))
+        for fork in forks
+    )
+
+
+def _first_of_chain(node: ast.expr) -> ast.expr:
+    """``torch.tensor(0.0).to(device)``: the chain's first call (``torch.tensor(0.0)``)."""
+    while (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and isinstance(node.func.value, ast.Call)
+    ):
+        node = node.func.value
+    return node

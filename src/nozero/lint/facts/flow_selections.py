@@ -166,7 +166,7 @@ class SelectionsPart:
             return
         if called not in _SELECT_CALLS or len(args) < 2:
             return
-        found = self.flag_of(unit, args[0], extra)
+        found = self.flag_of(unit, args[0], extra) or self._limit_select(unit, args)
         if not found:
             return
         branches = args[1:3]
@@ -242,10 +242,32 @@ class SelectionsPart:
         bound = [v for names, v in self.facts.bindings(unit.node) if value.id in names]
         return bool(bound) and all(self.facts.is_finite_constant(v) for v in bound)
 
+    def _limit_select(self, unit: _Unit, args: list[ast.expr]) -> Flag | None:
+        """``where(loss < max_loss, new, old)``, ``cond(loss < limit, apply, keep, x)``:
+        a select between two values named as they are (no arithmetic: a clip by hand
+        scales one) on a loss below a limit, which NaN fails. A select of the loss or
+        the limit itself is a clamp, not a kept state."""
+        if len(args) < 3 or not all(isinstance(b, ast.Name | ast.Attribute) for b in args[1:3]):
+            return None
+        found = self.limit_flag(unit, args[0])
+        compared = {
+            ast.dump(n) for n in ast.walk(args[0]) if isinstance(n, ast.Name | ast.Attribute)
+        }
+        if found is None or any(ast.dump(b) in compared for b in args[1:3]):
+            return None
+        # a loss, not a norm: a select on a norm below its limit is a clip by hand
+        # (``where(grad_norm < max_norm, g, clipped)``), whatever its branches are named
+        losses = [n for n in ast.walk(args[0]) if isinstance(n, ast.Name | ast.Attribute)]
+        if not any(vocab.is_loss_name(last_part(dotted_name(n) or "")) for n in losses):
+            return None
+        return found
+
     def _keep(self, unit: _Unit, stmt: ast.stmt, found: Flag) -> None:
         route = found[0]
         if not (route.scaling or unit.scaling) and self._recorded(unit, route):
             return
+        if any(r.kind == "keep" and r.route == route for r in self._reactions.values()):
+            return  # params and opt_state kept on one flag: one site, one finding
         self._add(unit, "keep", stmt, route)
 
     def _recorded(self, unit: _Unit, route: Route) -> bool:

@@ -37,6 +37,7 @@ WHAT = {
     "scaler_step": "the scaler skips this step when the gradients overflow",
     "apex_scale": "apex skips the optimizer step when the scaled gradients overflow",
     "clamp": "the activations are clamped into the finite range here",
+    "clamp_loss": "an infinite loss becomes the bound here and training goes on",
 }
 # Words of a function that runs one round of a longer training run.
 _ROUND_WORDS = frozenset({"epoch", "epochs", "round", "rounds", "episode", "episodes"})
@@ -46,7 +47,7 @@ _NOT_SCALING = frozenset({"drop", "nan_drop"})
 # Calls that join a running total with one more part (``torch.cat((losses, loss))``).
 _JOINS = frozenset({"cat", "concat", "concatenate", "stack", "hstack", "vstack"})
 # Reactions that are a call, not a test: their route names the call.
-_CALL_REACTIONS = frozenset({"scaler_step", "apex_scale", "nan_drop"})
+_CALL_REACTIONS = frozenset({"scaler_step", "apex_scale", "nan_drop", "clamp_loss"})
 _CLAMPS = frozenset({"clamp", "clamp_", "clip", "clip_by_value", "nan_to_num", "where"})
 
 
@@ -64,6 +65,9 @@ class Route:
     # names the first test looked at, for a flag set from another (``skip = True`` under
     # ``if is_nan:``, where ``is_nan = isnan(record_loss)``)
     looked_at: frozenset[str] = frozenset()
+    # a comparison below a limit (``loss < limit``): NaN fails it, so its ``else`` is
+    # where a non-finite value goes; only a real reaction there is a finding
+    implicit: bool = False
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 from bisect import bisect_right
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from nozero.lint import vocab
 from nozero.lint.facts import sources
@@ -46,6 +46,7 @@ from nozero.lint.facts.flow_helpers import (
     _constant_truth,
     _is_inf,
     _is_model_class,
+    _item_key,
     _key,
     _line_range,
     _named_flag,
@@ -87,6 +88,7 @@ class Flows(ReactionsPart, SelectionsPart, FlagsPart):
         self._done = False
         self._collect = False
         self._flag_lines: dict[str, list[int]] = {}
+        self._given: dict[tuple[str, str], Flag] = {}
 
     # ---- the front door -----------------------------------------------------------
     def reactions(self) -> list[Reaction]:
@@ -105,6 +107,8 @@ class Flows(ReactionsPart, SelectionsPart, FlagsPart):
                 for number, line in enumerate(split_lines(self.text), 1)
                 if "==" in line and vocab.INF_COMPARISON.search(line)
             }
+        starts = line_starts(self.text)  # ``loss < limit`` (NaN fails it), ``g.ne(g)``
+        self._lines |= {bisect_right(starts, at) for at in vocab.implicit_tests(self.text)}
         self._sorted_lines = sorted(self._lines)
         definitions = [n for n in _statements(tree) if isinstance(n, _DEFS)]
         classes = [n for n in definitions if isinstance(n, ast.ClassDef)]
@@ -132,6 +136,15 @@ class Flows(ReactionsPart, SelectionsPart, FlagsPart):
         for fn in definitions:  # same-file functions that may hand back a flag
             if isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef) and self._holds(fn):
                 found.add(fn.name)
+        tests = {  # same-file functions named for a finiteness test (``has_nan``)
+            fn.name
+            for fn in definitions
+            if isinstance(fn, FunctionNode) and vocab.nonfinite_name_polarity(fn.name) is not None
+        }
+        if vocab.passes_predicates(self.text, tests):  # ``train(..., reject=has_nan)``
+            module_unit = _Unit(tree, lambda: self.facts.scope(0), {}, False)
+            self._given = self.given_predicates(module_unit)
+        found |= {param for _, param in self._given}
         self._collect = False
         if found:
             self._lines |= self._word_lines(found)
@@ -187,6 +200,8 @@ class Flows(ReactionsPart, SelectionsPart, FlagsPart):
 
     def _lines_of_flag(self, key: str) -> list[int]:
         word = key.rsplit(".", 1)[-1]
+        if word.endswith("]"):  # ``stats[nonfinite]``: the entry's own key
+            word = word[word.index("[") + 1 : -1]
         if word not in self._flag_lines:
             self._flag_lines[word] = sorted(self._word_lines({word}, comparisons=False))
         return self._flag_lines[word]
@@ -330,13 +345,16 @@ class Flows(ReactionsPart, SelectionsPart, FlagsPart):
         value = stmt.value
         if value is None:
             return
+        if unit.trains and _clamps_a_loss(self.facts.called, stmt):
+            route = Route(stmt.lineno, _short(self.text, value), None, False)
+            self._add(unit, "clamp_loss", stmt, route)
         targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
         truth = _constant_truth(value) if bad is not None else None
         if bad is not None and truth is not None:
             # ``overflow = True`` (or ``torch.tensor([1.0])``) where a non-finite value was found
             route, polarity = bad
             for target in targets:
-                key = _key(target)
+                key = _key(target) or _item_key(target)
                 if key:
                     flag_route = Route(
                         stmt.lineno,
@@ -363,7 +381,7 @@ class Flows(ReactionsPart, SelectionsPart, FlagsPart):
                     del unit.env[key]
         for target in targets:
             if found:
-                key = _key(target)
+                key = _key(target) or _item_key(target)  # ``stats["nonfinite"] = ...``
                 if key:
                     route, polarity = found
                     if route.flag is None:  # a test bound to a name: weak stays weak
@@ -514,7 +532,7 @@ class Flows(ReactionsPart, SelectionsPart, FlagsPart):
         )
 
     def _if(self, unit: _Unit, stmt: ast.If, loops: int, bad: Flag | None) -> None:
-        found = self.flag_of(unit, stmt.test)
+        found = self.flag_of(unit, stmt.test) or self.limit_flag(unit, stmt.test)
         if found is not None and found[0].weak:
             self._clamped(unit, stmt, found)
             found = None
@@ -565,6 +583,12 @@ class Flows(ReactionsPart, SelectionsPart, FlagsPart):
         steps_when_finite = any(
             self._is_update(n) for s in good_branch for n in self.facts.nodes(s)
         )
+        if route.implicit and steps_when_finite and bad_branch:
+            # ``if loss < limit: <step> else: <count, log, zero the loss>``: a NaN goes
+            # down the ``else`` instead of the step, whatever that branch then does
+            if self._branch(unit, bad_branch, tested, loops, stmt) is not None:
+                self._add(unit, "skip", bad_branch[0], route)
+            return
         # a bad branch that only observes: ``if overflow: log.warning(...) else:
         # optimizer.step()`` takes no step; ``if finite: total += loss else: log(...)``
         # leaves the bad term out
@@ -678,3 +702,27 @@ class Flows(ReactionsPart, SelectionsPart, FlagsPart):
             isinstance(value, ast.Call) and self._called(value) in _IDENTITIES
         )
         return reset and not names & parameter_names(unit.node)
+
+
+def _clamps_a_loss(called: Callable[[ast.expr], str], stmt: ast.stmt) -> bool:
+    """``loss = torch.clamp(loss, max=1e4)``, ``loss = loss.clamp(0, 10)``: a loss bound
+    to a clamp of itself with an upper bound (``clamp(min=0)`` hides no infinity)."""
+    if not (isinstance(stmt, ast.Assign) and len(stmt.targets) == 1):
+        return False
+    target, value = stmt.targets[0], stmt.value
+    name = dotted_name(target)
+    if not name or not vocab.is_loss_name(last_part(name)) or not isinstance(value, ast.Call):
+        return False
+    if called(value.func) not in vocab.CLAMP_CALLS:
+        return False
+    func = value.func
+    method = isinstance(func, ast.Attribute) and dotted_name(func.value) == name
+    # ``loss.clamp(lo, hi)`` clamps its receiver; ``torch.clamp(loss, lo, hi)`` its first
+    if not method and not (value.args and dotted_name(value.args[0]) == name):
+        return False
+    bounds = list(value.args) if method else list(value.args[1:])
+    upper = next(
+        (k.value for k in value.keywords if k.arg in ("max", "clip_value_max", "a_max")),
+        bounds[1] if len(bounds) > 1 else None,
+    )
+    return upper is not None and not (isinstance(upper, ast.Constant) and upper.value is None)

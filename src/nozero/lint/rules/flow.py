@@ -241,7 +241,7 @@ class ContinuesPastNonFinite(FlowRule):
 
 class ValueReplacedOnNonFinite(FlowRule):
     code = "NZ106"
-    kinds = frozenset({"replace"})
+    kinds = frozenset({"replace", "clamp_loss"})
     VALID = [
         Example("""\
             import math

@@ -499,7 +499,7 @@ class WhereSubstitutes(Rule):
             and not any(_is_plain_number(b, ctx) for b in branches)
             and ctx.is_nonfinite_test(node.test)
         ):
-            _report(ctx, node, self)
+            _report(ctx, node, self, "a conditional expression picks a constant")
 
     def visit_Call(self, node: cst.Call, ctx: Context) -> None:
         if ctx.called(node) != "where" or ctx.facts.mentions_scaling(ctx.scope_key):
@@ -513,7 +513,7 @@ class WhereSubstitutes(Rule):
         if any(is_finite_constant(b, ctx) for b in branches if b) and (
             ctx.is_nonfinite_test(condition)
         ):
-            _report(ctx, node, self)
+            _report(ctx, node, self, "where(...) picks a constant")
 
 
 def _counts_into(node: cst.CSTNode, ctx: Context) -> bool:

@@ -98,6 +98,10 @@ def _own_failure(names: set[str], ctx: Context) -> str:
         if isinstance(node, cst.Assert) and _tests_finiteness(node.test, ctx):
             if _catches(names, "AssertionError"):
                 return "a finiteness assertion, caught"
+        if isinstance(node, cst.Call):
+            raised = _raised_by_check(node, ctx)
+            if raised and _catches(names, raised):
+                return f"{ctx.called(node)}'s error on a non-finite value, caught"
         if isinstance(node, cst.WithItem) and isinstance(node.item, cst.Call):
             if (
                 ctx.called(node.item) == vocab.ANOMALY_DETECTION
@@ -106,6 +110,47 @@ def _own_failure(names: set[str], ctx: Context) -> str:
             ):
                 return "detect_anomaly's error, caught"
     return ""
+
+
+# Checks that raise on a non-finite value, with the class they raise: ``nozero``'s
+# ``check_finite`` (``NonFiniteError``, a ``RuntimeError``), ``tf.debugging.check_numerics``
+# and torch's ``clip_grad_norm_(..., error_if_nonfinite=True)``.
+_CHECK_RAISES = {"check_finite": "RuntimeError", "check_numerics": "InvalidArgumentError"}
+_CLIPS_THAT_RAISE = frozenset({"clip_grad_norm_", "clip_grad_norm", "clip_grad_norm_fp32"})
+
+
+def _raised_by_check(call: cst.Call, ctx: Context) -> str:
+    """The class a finiteness check raises ('' when ``call`` is none)."""
+    called = ctx.called(call)
+    if called in _CHECK_RAISES:
+        return _CHECK_RAISES[called]
+    if called in _CLIPS_THAT_RAISE and any(
+        a.keyword is not None
+        and a.keyword.value == "error_if_nonfinite"
+        and is_literal(a.value, "True")
+        for a in call.args
+    ):
+        return "RuntimeError"
+    return ""
+
+
+def _returns_a_constant(handler: cst.ExceptHandler) -> bool:
+    """Does the handler hand back a made-up result (``return 0.0``, ``return None``,
+    ``return``) in place of the step's?"""
+    for node in walk(handler.body):
+        if isinstance(node, cst.Return):
+            value = node.value
+            if isinstance(value, cst.UnaryOperation):
+                value = value.expression
+            values = [e.value for e in value.elements] if isinstance(value, cst.Tuple) else [value]
+            if all(
+                v is None
+                or isinstance(v, cst.Integer | cst.Float)
+                or is_literal(v, "None", "False", "True")
+                for v in values
+            ):
+                return True
+    return False
 
 
 def _always_raises(body: cst.BaseSuite, ctx: Context) -> bool:
@@ -194,7 +239,10 @@ class SwallowedFloatingPointError(Rule):
         caught = names & vocab.NONFINITE_EXCEPTIONS
         if not caught:
             own = _own_failure(names, ctx)
-            if own and ctx.in_loop() and not _always_raises(node.body, ctx):
+            # in a loop, the handler goes on to the next batch; in a step function, a
+            # made-up result goes back to the loop as if the step had run
+            goes_on = ctx.in_loop() or (_try_body_is_training(ctx) and _returns_a_constant(node))
+            if own and goes_on and not _always_raises(node.body, ctx):
                 ctx.report(node, self, own)
             return
         if raises(node, ctx) or _ends_run(node, ctx):
