@@ -35,6 +35,14 @@ LEGITIMATE = {
             labels[np.isnan(labels)] = 0
             return features, labels
         """,
+    "find the first bad step in a loss history": """\
+        import math
+        def first_bad_step(history, first_step):
+            for index, (loss, grad_norm) in enumerate(history):
+                if not (math.isfinite(loss) and math.isfinite(grad_norm)):
+                    return first_step + index
+            return None
+        """,
     "skip bad input rows in a loop": """\
         import math
         def rows(reader):

@@ -39,6 +39,10 @@ from nozero.lint.facts.flow_types import (
 from nozero.lint.facts.scopes import FunctionNode, parameter_names
 from nozero.lint.imports import dotted_name
 
+# Expressions that work a value out (an index, a count, a comparison): returned, they hand
+# back an answer, never the state a skipped update leaves.
+_COMPUTED = (ast.BinOp, ast.UnaryOp, ast.Compare, ast.BoolOp, ast.JoinedStr)
+
 
 class ReactionsPart:
     """Reading a branch taken on a flag, and recording the reaction it makes."""
@@ -351,6 +355,8 @@ class ReactionsPart:
             else set()
         )
         for element in elements:
+            if isinstance(element, _COMPUTED):
+                continue  # ``return offset + i``: a value worked out, not old state
             names = _names(element)
             if names & parameters or (
                 self.facts.is_signal(element, unit.scope) and not names <= tested
