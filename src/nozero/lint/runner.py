@@ -6,10 +6,12 @@ libcst imported: a pre-commit run over files without any stays a fraction of a s
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import io
 import os
 import tokenize
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -135,19 +137,33 @@ def lint_one(shown: str, data: bytes, job: Job, view: View | None = None) -> Out
 Work = tuple[str, bytes, Job, "View | None"]
 
 
-def _lint_and_summarize(path: str, data: bytes, job: Job | None) -> tuple[list, Outcome | None]:
-    """A module's summary (JSON data) and, given a job, its outcome without a view;
-    never raises."""
-    from nozero.lint.project import summarize_bytes
+# What the first pass hands back per module: its summary (JSON data), its outcome
+# without a view when this run lints it (None: linted in its own turn), and the names its
+# import statements bind (None: not read), which its view is later built from.
+FirstPass = tuple[list, "Outcome | None", "list | None"]
+
+
+def _lint_and_summarize(path: str, data: bytes, job: Job | None) -> FirstPass:
+    """A module's summary and, given a job, its outcome without a view and its imports;
+    never raises. The text is screened once: a module without trigger text has no fact
+    and no finding (what ``lint_one`` and ``summarize`` answer too, each after its own
+    screen)."""
+    from nozero.lint.project import import_bindings, summarize_bytes
     from nozero.lint.summary import EMPTY
 
     if job is None:
-        return summarize_bytes((path, data)), None
+        return summarize_bytes((path, data)), None, None
 
     try:
         source = decode_source(data)
     except ValueError as err:
-        return EMPTY.to_json(), ("undecodable", [str(err)])
+        return EMPTY.to_json(), ("undecodable", [str(err)]), None
+    imports = import_bindings(source)
+    if not (
+        prefilter.concerns_nozero(source, job.checks_reasons)
+        or (job.checks_noqa and has_nozero_noqa(source))
+    ):
+        return EMPTY.to_json(), ("ok", []), imports
     try:
         from nozero.lint.engine import lint_and_summarize
 
@@ -155,21 +171,38 @@ def _lint_and_summarize(path: str, data: bytes, job: Job | None) -> tuple[list, 
             source, path, select=job.enabled, require_reason=job.require_reason
         )
     except Exception:  # noqa: BLE001 - the file's own turn reports the error
-        return EMPTY.to_json(), ("retry", [])
+        return EMPTY.to_json(), ("retry", []), imports
     if job.checks_noqa and has_nozero_noqa(source):
-        return summary.to_json(), None  # NZ003 reads the comments too: its own turn, whole
+        return summary.to_json(), None, imports  # NZ003 reads the comments too: own turn
     rows = [[f.line, f.col, f.code, f.message, f.end_line] for f in findings]
-    return summary.to_json(), ("ok", rows)
+    return summary.to_json(), ("ok", rows), imports
 
 
-def _lint_and_summarize_chunk(
-    chunk: list[tuple[str, bytes, Job | None]],
-) -> list[tuple[list, Outcome | None]]:
-    return [_lint_and_summarize(*item) for item in chunk]
+def _lint_and_summarize_chunk(chunk: list[tuple[str, bytes, Job | None]]) -> list[FirstPass]:
+    with _collector_off():  # most of a chunk is screening: no cycle worth a collection
+        return [_lint_and_summarize(*item) for item in chunk]
+
+
+def _worker_start() -> None:
+    """A worker's inherited objects (the engine, libcst) are never garbage: frozen, the
+    collector no longer walks them on every collection of the files' objects."""
+    gc.freeze()
+
+
+@contextlib.contextmanager
+def _collector_off() -> Iterator[None]:
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if collecting:
+            gc.enable()
 
 
 def _lint_chunk(chunk: list[Work]) -> list[Outcome]:
-    return [lint_one(*item) for item in chunk]
+    with _collector_off():
+        return [lint_one(*item) for item in chunk]
 
 
 def _chunks(work: list[Work], pieces: int) -> list[list[Work]]:
@@ -205,13 +238,15 @@ class Runner:
         self.progress = progress
         self.projects = Projects(cache.directory if cache else None, self._map)
         self._early: dict[str, Outcome] = {}  # content hash -> outcome without a view
+        self._imports: dict[str, list] = {}  # content hash -> the names its imports bind
         self._linting: set[str] = set()  # the absolute paths this run lints
 
     def _map(self, function: Callable[[tuple[str, bytes]], list], items: list) -> Iterable[list]:
         """The summaries of the project's modules that have none yet. Each module this
-        run lints is linted in the same pass (without a view: most files have none),
-        spread over processes, and the outcome kept for the file's own turn, which then
-        costs nothing; the others are only summarised (no libcst)."""
+        run lints is linted in the same pass (without a view: most files have none) and
+        its imports read, spread over processes, and the outcome kept for the file's own
+        turn, which then costs nothing; the others are only summarised (no libcst). The
+        workers screen the text, so the parent reads each module once and screens none."""
         work = [(path, data, self.job if path in self._linting else None) for path, data in items]
         if len(work) < MIN_FILES_FOR_POOL or self.jobs == 1:
             done = [_lint_and_summarize(*item) for item in work]
@@ -220,13 +255,25 @@ class Runner:
 
             import nozero.lint.engine  # noqa: F401 - imported once here, inherited by workers
 
-            with ProcessPoolExecutor(self.jobs, mp_context=_pool_context()) as pool:
-                done = list(pool.map(_lint_and_summarize_chunk, _chunks(work, self.jobs * 16)))
-                done = [pair for chunk in done for pair in chunk]
-        for (_, data), (_, outcome) in zip(items, done, strict=True):
+            # Largest first: a big module with trigger text costs most, and is not left
+            # to run alone at the end; results come back in the items' order.
+            order = sorted(range(len(work)), key=lambda i: -len(work[i][1]))
+            ordered = [work[i] for i in order]
+            with ProcessPoolExecutor(
+                self.jobs, mp_context=_pool_context(), initializer=_worker_start
+            ) as pool:
+                chunks = pool.map(_lint_and_summarize_chunk, _chunks(ordered, self.jobs * 16))
+                found = [pair for chunk in chunks for pair in chunk]
+            done = [found[0]] * len(work)
+            for position, index in enumerate(order):
+                done[index] = found[position]
+        for (_, data), (_, outcome, imports) in zip(items, done, strict=True):
+            digest = content_hash(data)
             if outcome is not None:
-                self._early[content_hash(data)] = outcome
-        return [summary for summary, _ in done]
+                self._early[digest] = outcome
+            if imports is not None:
+                self._imports[digest] = imports
+        return [summary for summary, _, _ in done]
 
     def lint_files(self, paths: Sequence[Path]) -> Report:
         report = Report(files=len(paths))
@@ -268,8 +315,8 @@ class Runner:
                 return None
         return self.cache.known_hash(str(absolute), stat)
 
-    @staticmethod
     def _pending(
+        self,
         shown: str,
         absolute: Path,
         stat: os.stat_result | None,
@@ -280,7 +327,8 @@ class Runner:
         view = None
         if project is not None and project.has_facts:
             try:
-                view = project.view(absolute, decode_source(data)) or None
+                imports = self._imports.get(digest)  # read by the first pass, if it ran
+                view = project.view(absolute, decode_source(data), imports) or None
             except ValueError:
                 view = None  # undecodable: reported when linted
         if view is not None:
@@ -312,7 +360,9 @@ class Runner:
 
             import nozero.lint.engine  # noqa: F401 - imported once here, inherited by workers
 
-            with ProcessPoolExecutor(self.jobs, mp_context=_pool_context()) as pool:
+            with ProcessPoolExecutor(
+                self.jobs, mp_context=_pool_context(), initializer=_worker_start
+            ) as pool:
                 chunks = pool.map(_lint_chunk, _chunks(work, self.jobs * 16))
                 self._collect(groups, (o for chunk in chunks for o in chunk), report)
         else:
