@@ -18,7 +18,7 @@ import json
 import os
 import re
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -179,6 +179,8 @@ class Project:
     def __init__(self, root: Path, store: SummaryStore, mapper: Mapper = _serial) -> None:
         self.root = root
         self.modules: dict[str, Summary] = {}
+        # (size, mtime) of each module read here, whose bytes the mapper was given
+        self.read: dict[str, tuple[int, int]] = {}
         missing: list[tuple[str, os.stat_result, str, bytes]] = []
         for absolute in store.listing(root):
             try:
@@ -193,6 +195,7 @@ class Project:
             digest, summary = store.by_content(data)
             if summary is None:  # screened where it is summarised (maybe another process)
                 missing.append((absolute, stat, digest, data))
+                self.read[absolute] = (stat.st_size, stat.st_mtime_ns)
                 continue
             self.modules[absolute] = summary
             store.record(absolute, stat, digest, summary)
@@ -375,22 +378,48 @@ _IMPORT = re.compile(r"^[ \t]*(?:from[ \t]+[\w.]+[ \t]+import\b|import[ \t]+\w)"
 
 def import_bindings(source: str) -> list[tuple[str, str, str | None]]:
     """(local name, module, attribute or None) for each name an import statement binds,
-    the statements found by their first words and parsed alone (cheaper than the file)."""
-    found: list[tuple[str, str, str | None]] = []
-    for match in _IMPORT.finditer(source):
-        end = source.find("\n", match.end())
-        text = source[match.start() : len(source) if end < 0 else end]
+    the statements found by their first words and parsed together (cheaper than the
+    file; one by one, skipping those that do not parse, when together they do not)."""
+    pieces = []
+    for start in _import_starts(source):
+        end = source.find("\n", start)
+        text = source[start : len(source) if end < 0 else end]
         while (text.rstrip().endswith("\\") or text.count("(") > text.count(")")) and end >= 0:
             following = source.find("\n", end + 1)
-            text = source[match.start() : len(source) if following < 0 else following]
+            text = source[start : len(source) if following < 0 else following]
             end = following
-        try:
-            statements = ast.parse(text.strip()).body
-        except (SyntaxError, ValueError, RecursionError, MemoryError):
-            continue
-        for node in statements:
-            found += _bound(node)
-    return found
+        pieces.append(text.strip())
+    joined = "\n".join(pieces)
+    # Together, pieces that each parse read as they do alone; a triple-quoted string
+    # opened in one piece could swallow the next ones, so such text is parsed piecewise.
+    if '"""' in joined or "'''" in joined:
+        return [bound for piece in pieces for node in _parsed(piece) for bound in _bound(node)]
+    try:
+        statements = ast.parse(joined).body
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        statements = [node for piece in pieces for node in _parsed(piece)]
+    return [bound for node in statements for bound in _bound(node)]
+
+
+def _import_starts(source: str) -> Iterator[int]:
+    """Where each line that ``_IMPORT`` matches starts: only lines holding ``import``
+    are tried (the pattern tried at every position costs more than the parse)."""
+    at = source.find("import")
+    while at >= 0:
+        line_start = source.rfind("\n", 0, at) + 1
+        line_end = source.find("\n", at)
+        if _IMPORT.match(source, line_start):
+            yield line_start
+        if line_end < 0:
+            return
+        at = source.find("import", line_end)
+
+
+def _parsed(piece: str) -> list[ast.stmt]:
+    try:
+        return ast.parse(piece).body
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return []
 
 
 def _bound(node: ast.stmt) -> list[tuple[str, str, str | None]]:

@@ -239,6 +239,7 @@ class Runner:
         self.projects = Projects(cache.directory if cache else None, self._map)
         self._early: dict[str, Outcome] = {}  # content hash -> outcome without a view
         self._imports: dict[str, list] = {}  # content hash -> the names its imports bind
+        self._read: dict[str, tuple[bytes, str]] = {}  # path -> bytes read for its project
         self._linting: set[str] = set()  # the absolute paths this run lints
 
     def _map(self, function: Callable[[tuple[str, bytes]], list], items: list) -> Iterable[list]:
@@ -267,8 +268,10 @@ class Runner:
             done = [found[0]] * len(work)
             for position, index in enumerate(order):
                 done[index] = found[position]
-        for (_, data), (_, outcome, imports) in zip(items, done, strict=True):
+        for (path, data), (_, outcome, imports) in zip(items, done, strict=True):
             digest = content_hash(data)
+            if path in self._linting:  # the file's own turn takes these bytes if unchanged
+                self._read[path] = (data, digest)
             if outcome is not None:
                 self._early[digest] = outcome
             if imports is not None:
@@ -290,11 +293,11 @@ class Runner:
                     report.from_cache += 1
                     self._add(report, shown, absolute, rows)
                     continue
-                data = absolute.read_bytes()
+                data, digest = self._bytes(absolute, stat, project)
             except OSError as err:
                 report.problems.append(Problem(shown, f"cannot read: {err.strerror}"))
                 continue
-            pending.append(self._pending(shown, absolute, stat, data, project))
+            pending.append(self._pending(shown, absolute, stat, data, project, digest))
         self._lint_pending(pending, report)
         return self._finish(report)
 
@@ -304,6 +307,17 @@ class Runner:
         project = self.projects.of(absolute)
         self._lint_pending([self._pending(shown, absolute, None, data, project)], report)
         return self._finish(report)
+
+    def _bytes(
+        self, absolute: Path, stat: os.stat_result, project: Project | None
+    ) -> tuple[bytes, str | None]:
+        """The file's bytes and content hash: those its project's summary was made from
+        while the file's size and mtime are those seen then, else read again."""
+        key = absolute.as_posix()
+        read = self._read.pop(key, None)
+        if read and project and project.read.get(key) == (stat.st_size, stat.st_mtime_ns):
+            return read
+        return absolute.read_bytes(), None
 
     def _known(self, absolute: Path, stat: os.stat_result, project: Project | None) -> str | None:
         """The recorded key of an unchanged file, trusted while its project's summaries
@@ -322,8 +336,9 @@ class Runner:
         stat: os.stat_result | None,
         data: bytes,
         project: Project | None,
+        digest: str | None = None,
     ) -> _Pending:
-        digest = content_hash(data)
+        digest = digest or content_hash(data)
         view = None
         if project is not None and project.has_facts:
             try:
