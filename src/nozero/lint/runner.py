@@ -26,6 +26,7 @@ from nozero.lint.project import Project, Projects, View
 
 if TYPE_CHECKING:
     import multiprocessing.context
+    from concurrent.futures import ProcessPoolExecutor
 
 
 def _pool_context() -> multiprocessing.context.BaseContext:
@@ -240,6 +241,7 @@ class Runner:
         self._early: dict[str, Outcome] = {}  # content hash -> outcome without a view
         self._imports: dict[str, list] = {}  # content hash -> the names its imports bind
         self._read: dict[str, tuple[bytes, str]] = {}  # path -> bytes read for its project
+        self._executor: ProcessPoolExecutor | None = None
         self._linting: set[str] = set()  # the absolute paths this run lints
 
     def _map(self, function: Callable[[tuple[str, bytes]], list], items: list) -> Iterable[list]:
@@ -252,19 +254,12 @@ class Runner:
         if len(work) < MIN_FILES_FOR_POOL or self.jobs == 1:
             done = [_lint_and_summarize(*item) for item in work]
         else:
-            from concurrent.futures import ProcessPoolExecutor
-
-            import nozero.lint.engine  # noqa: F401 - imported once here, inherited by workers
-
             # Largest first: a big module with trigger text costs most, and is not left
             # to run alone at the end; results come back in the items' order.
             order = sorted(range(len(work)), key=lambda i: -len(work[i][1]))
             ordered = [work[i] for i in order]
-            with ProcessPoolExecutor(
-                self.jobs, mp_context=_pool_context(), initializer=_worker_start
-            ) as pool:
-                chunks = pool.map(_lint_and_summarize_chunk, _chunks(ordered, self.jobs * 16))
-                found = [pair for chunk in chunks for pair in chunk]
+            chunks = self._pool().map(_lint_and_summarize_chunk, _chunks(ordered, self.jobs * 16))
+            found = [pair for chunk in chunks for pair in chunk]
             done = [found[0]] * len(work)
             for position, index in enumerate(order):
                 done[index] = found[position]
@@ -278,7 +273,33 @@ class Runner:
                 self._imports[digest] = imports
         return [summary for summary, _, _ in done]
 
+    def _pool(self) -> ProcessPoolExecutor:
+        """The run's worker processes, started on first use and shared by its passes."""
+        if self._executor is None:
+            from concurrent.futures import ProcessPoolExecutor
+
+            import nozero.lint.engine  # noqa: F401 - imported once here, inherited by workers
+
+            self._executor = ProcessPoolExecutor(
+                self.jobs, mp_context=_pool_context(), initializer=_worker_start
+            )
+        return self._executor
+
     def lint_files(self, paths: Sequence[Path]) -> Report:
+        with self._workers():
+            return self._lint_files(paths)
+
+    @contextlib.contextmanager
+    def _workers(self) -> Iterator[None]:
+        """Whatever worker processes the run started are stopped when it ends."""
+        try:
+            yield
+        finally:
+            if self._executor is not None:
+                self._executor.shutdown()
+                self._executor = None
+
+    def _lint_files(self, paths: Sequence[Path]) -> Report:
         report = Report(files=len(paths))
         pending: list[_Pending] = []
         self._linting = {path.absolute().as_posix() for path in paths}
@@ -304,8 +325,9 @@ class Runner:
     def lint_stdin(self, data: bytes, shown: str) -> Report:
         report = Report(files=1)
         absolute = Path(shown).absolute()
-        project = self.projects.of(absolute)
-        self._lint_pending([self._pending(shown, absolute, None, data, project)], report)
+        with self._workers():
+            project = self.projects.of(absolute)
+            self._lint_pending([self._pending(shown, absolute, None, data, project)], report)
         return self._finish(report)
 
     def _bytes(
@@ -371,15 +393,8 @@ class Runner:
         groups = sorted(by_digest.values(), key=lambda same: -len(same[0].data))
         work = [(same[0].shown, same[0].data, self.job, same[0].view) for same in groups]
         if len(work) >= MIN_FILES_FOR_POOL and self.jobs > 1:
-            from concurrent.futures import ProcessPoolExecutor
-
-            import nozero.lint.engine  # noqa: F401 - imported once here, inherited by workers
-
-            with ProcessPoolExecutor(
-                self.jobs, mp_context=_pool_context(), initializer=_worker_start
-            ) as pool:
-                chunks = pool.map(_lint_chunk, _chunks(work, self.jobs * 16))
-                self._collect(groups, (o for chunk in chunks for o in chunk), report)
+            chunks = self._pool().map(_lint_chunk, _chunks(work, self.jobs * 16))
+            self._collect(groups, (o for chunk in chunks for o in chunk), report)
         else:
             self._collect(groups, (lint_one(*item) for item in work), report)
 
