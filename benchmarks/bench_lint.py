@@ -24,8 +24,8 @@ The script also checks that nozero's findings are identical with and without its
 shortcuts (``lint_source(..., shortcuts=False)``) on every file of the corpus.
 
 Run: ``.venv/bin/python benchmarks/bench_lint.py`` (about five minutes on two cores).
-``--cold-only [--runs N] [--baseline-src OTHER/src]``: only the cold run of issue 23, the
-corpus linted as one project with ``--no-cache``, ruff and nozero (and the other
+``--cold-only [--runs N] [--baseline-src OTHER/src]...``: only the cold run of issue 23,
+the corpus linted as one project with ``--no-cache``, ruff and nozero (and each other
 checkout's code) in turn each round, wall and CPU time (about a minute).
 """
 
@@ -312,10 +312,11 @@ def bench_hook(runs: int, project: bool = False, baseline: Path | None = None) -
     return results
 
 
-def bench_cold(runs: int, baseline: Path | None) -> dict:
+def bench_cold(runs: int, baselines: Sequence[Path]) -> dict:
     """The cold run: the whole corpus linted as one project with ``--no-cache``, beside
-    ``ruff check --select F401`` on the same tree (and the code of ``baseline``), one run
-    of each in turn, so that each round sees the same load."""
+    ``ruff check --select F401`` on the same tree (and the code of each of ``baselines``,
+    other checkouts' ``src``), one run of each in turn, so that each round sees the same
+    load."""
     ruff = REPO / ".venv" / "bin" / "ruff"
     nozero = REPO / ".venv" / "bin" / "nozero"
     lint = [str(nozero), "lint", "--exit-zero", "--no-cache", "."]
@@ -325,12 +326,12 @@ def bench_cold(runs: int, baseline: Path | None) -> dict:
         "nozero": lint,
     }
     envs = {"ruff": TOOL_ENV, "nozero": TOOL_ENV}
-    if baseline is not None:
-        commands["baseline"] = lint
-        envs["baseline"] = {**TOOL_ENV, "PYTHONPATH": str(baseline)}
+    for baseline in baselines:
+        commands[str(baseline)] = lint
+        envs[str(baseline)] = {**TOOL_ENV, "PYTHONPATH": str(baseline)}
     findings = {}
-    for name in ("nozero", "baseline"):  # once each: the findings, and bytecode written
-        if name in commands:
+    for name in commands:  # once each: the findings, and bytecode written
+        if name != "ruff":
             out = subprocess.run(
                 [*commands[name][:-1], "--format", "json", "."],
                 cwd=CORPUS,
@@ -372,14 +373,9 @@ def cold_report(cold: dict) -> str:
         "| tool | wall, median | best – worst | CPU, median | vs ruff, wall | vs ruff, CPU |",
         "| --- | --- | --- | --- | --- | --- |",
     ]
-    names = {
-        "ruff": "`ruff check --select F401`",
-        "nozero": "`nozero lint --no-cache`",
-        "baseline": "`nozero lint --no-cache`, baseline",
-    }
+    names = {"ruff": "`ruff check --select F401`", "nozero": "`nozero lint --no-cache`"}
+    names |= {key: f"the same, code of `{key}`" for key in cold["findings"] if key not in names}
     for key, name in names.items():
-        if key not in cold:
-            continue
         t = cold[key]
         target = ""
         if key == "nozero":
@@ -627,7 +623,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--baseline-src",
         type=Path,
-        help="the src/ of another checkout, timed in turn with this one (hook, cold)",
+        action="append",
+        help="the src/ of another checkout, timed in turn with this one (the hook: the "
+        "first given; the cold run: each, repeatable)",
     )
     parser.add_argument(
         "--cold-only",
@@ -641,7 +639,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.cold_only:
         WORK.mkdir(exist_ok=True)
         build_corpus()
-        cold = bench_cold(args.runs, args.baseline_src)
+        cold = bench_cold(args.runs, args.baseline_src or [])
         text = cold_report(cold)
         (WORK / "cold_results.md").write_text(text)
         print("\n" + text)
@@ -650,7 +648,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     WORK.mkdir(exist_ok=True)
     if args.hook_project:
         build_corpus()
-    hook = bench_hook(args.hook_runs, args.hook_project, args.baseline_src)
+    baseline = args.baseline_src[0] if args.baseline_src else None
+    hook = bench_hook(args.hook_runs, args.hook_project, baseline)
     if args.hook_only:
         print("\n" + hook_report(hook))
         return 0
