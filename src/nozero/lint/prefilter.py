@@ -30,7 +30,20 @@ from nozero.lint.noqa import has_nozero_noqa
 
 
 def could_hold_finding(text: str) -> bool:
-    """False only when no rule can flag anything in ``text`` (one file)."""
+    """False only when no rule can flag anything in ``text`` (one file). The answer for
+    the text last asked about is kept: a file is screened before it is linted, and its
+    summary asks again about the same text (the same object, so no comparison)."""
+    if text is _last_screened[0]:
+        return _last_screened[1]
+    answer = _screen(text)
+    _last_screened[:] = [text, answer]
+    return answer
+
+
+_last_screened: list = [None, False]
+
+
+def _screen(text: str) -> bool:
     return bool(
         vocab.TRIGGER_SCREEN.search(text)
         or ("!=" in text and vocab.self_comparisons(text))
