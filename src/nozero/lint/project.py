@@ -330,6 +330,8 @@ def _module_suffixes(paths: Iterable[str]) -> frozenset[str]:
     (the empty name, a package's own ``__init__``, is always tried)."""
     found = {""}
     for path in paths:
+        if not path.endswith(".py"):  # a stub (``.pyi``) is never what an import reaches
+            continue
         parts = path[: -len(".py")].split("/")
         for end in (len(parts), len(parts) - 1 if parts[-1] == "__init__" else 0):
             found.update("/".join(parts[start:end]) for start in range(1, end))
