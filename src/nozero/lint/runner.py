@@ -20,6 +20,7 @@ from nozero.lint import prefilter
 from nozero.lint.cache import Cache, Row, content_hash
 from nozero.lint.check import UNUSED_NOQA
 from nozero.lint.config import Selection
+from nozero.lint.files import is_test_module
 from nozero.lint.finding import Finding, Problem
 from nozero.lint.noqa import has_nozero_noqa
 from nozero.lint.project import Project, Projects, View
@@ -159,7 +160,7 @@ def _lint_and_summarize(path: str, data: bytes, job: Job | None) -> FirstPass:
         source = decode_source(data)
     except ValueError as err:
         return EMPTY.to_json(), ("undecodable", [str(err)]), None
-    imports = import_bindings(source)
+    imports = None if is_test_module(path) else import_bindings(source)
     if not (
         prefilter.concerns_nozero(source, job.checks_reasons)
         or (job.checks_noqa and has_nozero_noqa(source))
@@ -362,7 +363,9 @@ class Runner:
     ) -> _Pending:
         digest = digest or content_hash(data)
         view = None
-        if project is not None and project.has_facts:
+        # A test module's findings never depend on its project (nothing is reported in
+        # one but its suppression comments): it is linted without a view.
+        if project is not None and project.has_facts and not is_test_module(shown):
             try:
                 imports = self._imports.get(digest)  # read by the first pass, if it ran
                 view = project.view(absolute, decode_source(data), imports) or None
