@@ -18,7 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import run_console_script, write
+from nozero.lint import project as project_module
+
+from .conftest import BAD_LINE, BAD_SOURCE, GOOD_SOURCE, run_console_script, write
 
 FINDING = re.compile(r"^(?P<path>[^:]+):(?P<line>\d+):\d+: (?P<code>NZ\d+) (?P<message>.*)$")
 
@@ -510,3 +512,21 @@ def test_a_view_is_the_same_from_the_imports_read_beforehand(case, tmp_path):
         assert project is not None
         source = file.read_text()
         assert project.view(file, source, import_bindings(source)) == project.view(file, source)
+
+
+def test_a_file_changed_after_its_project_was_read_is_read_again(lint, tmp_path, monkeypatch):
+    """The runner lints the bytes its project summary was made from only while the file's
+    size and mtime are unchanged; a file rewritten in between is read again."""
+    root = tmp_path / "project"
+    _write_project(root, CASES[0])
+    step = root / "step.py"
+    write(step, GOOD_SOURCE)
+    original = project_module.Project.__init__
+
+    def read_then_rewrite(self, *args, **kwargs):
+        original(self, *args, **kwargs)
+        step.write_text(BAD_SOURCE + "\n")  # another size, another mtime
+
+    monkeypatch.setattr(project_module.Project, "__init__", read_then_rewrite)
+    result = lint(str(root), "--no-cache", "--jobs", "1")
+    assert ("step.py", BAD_LINE, "NZ101") in _findings(result.out, root)
