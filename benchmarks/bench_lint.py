@@ -24,6 +24,9 @@ The script also checks that nozero's findings are identical with and without its
 shortcuts (``lint_source(..., shortcuts=False)``) on every file of the corpus.
 
 Run: ``.venv/bin/python benchmarks/bench_lint.py`` (about five minutes on two cores).
+``--cold-only [--runs N] [--baseline-src OTHER/src]...``: only the cold run of issue 23,
+the corpus linted as one project with ``--no-cache``, ruff and nozero (and each other
+checkout's code) in turn each round, wall and CPU time (about a minute).
 """
 
 from __future__ import annotations
@@ -61,6 +64,7 @@ enable = ["fixit_nan_to_num"]
 """
 TARGETS = {
     "cold_vs_ruff": 3.0,
+    "cold_vs_ruff_no_cache": 7.0,  # issue 23: one project, --no-cache
     "fixit_vs_cold": 100.0,
     "warm_s": 0.5,
     "hook_no_trigger_s": 0.1,
@@ -308,6 +312,87 @@ def bench_hook(runs: int, project: bool = False, baseline: Path | None = None) -
     return results
 
 
+def bench_cold(runs: int, baselines: Sequence[Path]) -> dict:
+    """The cold run: the whole corpus linted as one project with ``--no-cache``, beside
+    ``ruff check --select F401`` on the same tree (and the code of each of ``baselines``,
+    other checkouts' ``src``), one run of each in turn, so that each round sees the same
+    load."""
+    ruff = REPO / ".venv" / "bin" / "ruff"
+    nozero = REPO / ".venv" / "bin" / "nozero"
+    lint = [str(nozero), "lint", "--exit-zero", "--no-cache", "."]
+    commands = {
+        "ruff": [str(ruff), "check", "--isolated", "--no-cache", "--select", "F401"]
+        + ["--exit-zero", "-q", "."],
+        "nozero": lint,
+    }
+    envs = {"ruff": TOOL_ENV, "nozero": TOOL_ENV}
+    for baseline in baselines:
+        commands[str(baseline)] = lint
+        envs[str(baseline)] = {**TOOL_ENV, "PYTHONPATH": str(baseline)}
+    findings = {}
+    for name in commands:  # once each: the findings, and bytecode written
+        if name != "ruff":
+            out = subprocess.run(
+                [*commands[name][:-1], "--format", "json", "."],
+                cwd=CORPUS,
+                env=envs[name],
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout
+            findings[name] = json.loads(out)
+    timings: dict[str, list[Timing]] = {name: [] for name in commands}
+    load = os.getloadavg()[0]
+    for index in range(runs):
+        for name, command in commands.items():
+            timings[name].append(timed(command, env=envs[name]))
+        log(
+            f"cold round {index + 1}/{runs}: "
+            + ", ".join(
+                f"{n} {t[-1].wall:.2f} s ({t[-1].cpu:.2f} s CPU)" for n, t in timings.items()
+            )
+        )
+    results = {name: summary(done) for name, done in timings.items()}
+    for name, done in timings.items():
+        results[name]["worst"] = max(t.wall for t in done)
+    results["load"] = (load, os.getloadavg()[0])
+    results["runs"] = runs
+    results["findings"] = {name: len(found) for name, found in findings.items()}
+    results["same_findings"] = len({json.dumps(f, sort_keys=True) for f in findings.values()}) <= 1
+    return results
+
+
+def cold_report(cold: dict) -> str:
+    """The cold-run table: medians of the rounds, with best and worst, and the ratios to
+    ruff's median wall and CPU time."""
+    ruff = cold["ruff"]
+    lines = [
+        f"{cold['runs']} rounds, load average {cold['load'][0]:.1f} at the start and "
+        f"{cold['load'][1]:.1f} at the end, {os.cpu_count()} cores.",
+        "",
+        "| tool | wall, median | best – worst | CPU, median | vs ruff, wall | vs ruff, CPU |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    names = {"ruff": "`ruff check --select F401`", "nozero": "`nozero lint --no-cache`"}
+    names |= {key: f"the same, code of `{key}`" for key in cold["findings"] if key not in names}
+    for key, name in names.items():
+        t = cold[key]
+        target = ""
+        if key == "nozero":
+            ratio = t["seconds"] / ruff["seconds"]
+            verdict = "met" if ratio <= TARGETS["cold_vs_ruff_no_cache"] else "**missed**"
+            target = f" (target ≤ {TARGETS['cold_vs_ruff_no_cache']:.0f}×: {verdict})"
+        lines.append(
+            f"| {name} | {t['seconds']:.2f} s | {t['best']:.2f} – {t['worst']:.2f} s | "
+            f"{t['cpu']:.2f} s | {t['seconds'] / ruff['seconds']:.1f}×{target} | "
+            f"{t['cpu'] / ruff['cpu']:.1f}× |"
+        )
+    same = "the same" if cold["same_findings"] else "**different**"
+    counts = ", ".join(f"{n} {c}" for n, c in cold["findings"].items())
+    lines += ["", f"Findings (default rules): {counts}; {same}."]
+    return "\n".join(lines) + "\n"
+
+
 def bench_semgrep(bin_dir: Path, runs: int) -> dict:
     command = [
         str(bin_dir / "semgrep"),
@@ -538,17 +623,33 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--baseline-src",
         type=Path,
-        help="the src/ of another checkout, timed in turn with this one (hook only)",
+        action="append",
+        help="the src/ of another checkout, timed in turn with this one (the hook: the "
+        "first given; the cold run: each, repeatable)",
+    )
+    parser.add_argument(
+        "--cold-only",
+        action="store_true",
+        help="only the cold run (--no-cache, one project) beside ruff, rounds in turn",
     )
     parser.add_argument("--floor", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.floor:
         return floor_main()
+    if args.cold_only:
+        WORK.mkdir(exist_ok=True)
+        build_corpus()
+        cold = bench_cold(args.runs, args.baseline_src or [])
+        text = cold_report(cold)
+        (WORK / "cold_results.md").write_text(text)
+        print("\n" + text)
+        return 0 if cold["same_findings"] else 1
 
     WORK.mkdir(exist_ok=True)
     if args.hook_project:
         build_corpus()
-    hook = bench_hook(args.hook_runs, args.hook_project, args.baseline_src)
+    baseline = args.baseline_src[0] if args.baseline_src else None
+    hook = bench_hook(args.hook_runs, args.hook_project, baseline)
     if args.hook_only:
         print("\n" + hook_report(hook))
         return 0

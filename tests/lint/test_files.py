@@ -167,3 +167,28 @@ def test_each_file_is_reported_once_whatever_the_overlap(tmp_path: Path):
 def test_a_missing_path_raises_naming_it(tmp_path: Path):
     with pytest.raises(FileNotFoundError, match="nope.py"):
         list(FileFinder([]).find([tmp_path / "nope.py"]))
+
+
+@pytest.mark.parametrize(
+    "lines",
+    [
+        list(DEFAULT_EXCLUDE),
+        [*DEFAULT_EXCLUDE, "gen*/", "a/b", "x.py", "dir/", "[ab]c", "we\\*rd"],
+        ["build", "!build", "dist/"],  # a negation: the order decides, no set
+    ],
+    ids=["defaults", "mixed", "negated"],
+)
+def test_a_walk_excludes_what_the_patterns_match(tmp_path: Path, lines: list[str]):
+    """The walk looks plain names up in a set: the same answers as the patterns one by
+    one, for files and directories, inside and outside the patterns' base."""
+    from nozero.lint.files import _Excludes
+
+    patterns = compile_patterns(lines, tmp_path)
+    excluded = _Excludes(patterns)
+    names = [*DEFAULT_EXCLUDE, "gen1", "a", "b", "x.py", "dir", "ac", "cc", "we*rd", "venv2"]
+    for parent in (tmp_path.as_posix(), f"{tmp_path.as_posix()}/sub", "/elsewhere"):
+        for name in names:
+            for tail in ("", "/b"):
+                for is_dir in (True, False):
+                    path = f"{parent}/{name}{tail}"
+                    assert excluded(path, is_dir) == is_ignored(patterns, path, is_dir), path

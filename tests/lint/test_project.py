@@ -18,7 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import write
+from nozero.lint import project as project_module
+
+from .conftest import BAD_LINE, BAD_SOURCE, GOOD_SOURCE, run_console_script, write
 
 FINDING = re.compile(r"^(?P<path>[^:]+):(?P<line>\d+):\d+: (?P<code>NZ\d+) (?P<message>.*)$")
 
@@ -447,3 +449,84 @@ def test_a_models_mode_is_no_switch(lint, tmp_path):
     )
     _write_project(root, case)
     assert _findings(lint(str(root), "--no-cache").out, root) == {("step.py", 7, "NZ201")}
+
+
+# Cases whose files and switch names do not meet, linted as one project: more modules
+# than the runner lints in one process, so the workers summarise, screen and lint them.
+MERGED = [CASES[i] for i in (1, 2, 3, 4, 5, 7)]
+
+
+def test_the_workers_and_one_process_agree(tmp_path):
+    """The whole tree on two worker processes (the summaries, the imports and the lint
+    without a view in one pass; the files that see their project linted again), on one
+    process, and each file with findings alone: the same findings, each case's own."""
+    root = tmp_path / "project"
+    for case in MERGED:
+        _write_project(root, case)
+    write(root / "plain.py", "def add(a, b):\n    return a + b\n")  # no trigger text
+    expected = set().union(*(case.expected for case in MERGED))
+    for jobs in ("2", "1"):
+        tree = run_console_script("lint", "--no-cache", "--jobs", jobs, str(root), cwd=root)
+        assert tree.code == 1, tree.err
+        assert _findings(tree.out, root) == expected, jobs
+    for path in sorted({f[0] for f in expected}) + ["plain.py"]:
+        alone = run_console_script("lint", "--no-cache", "--jobs", "2", str(root / path), cwd=root)
+        assert _findings(alone.out, root) == {f for f in expected if f[0] == path}, path
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        (
+            "import a.b as m\nfrom . import (x,\n    y as z)\n",
+            [("m", "a.b", None), ("x", ".", "x"), ("x", ".x", None), ("z", ".", "y")]
+            + [("z", ".y", None)],
+        ),
+        # a parenthesis in a comment takes the next line in, and then nothing parses
+        ("def f():\n    from ..pkg import h  # (\n    )\n", []),
+        ("def f():\n    from ..pkg import h\n", [("h", "..pkg", "h"), ("h", "..pkg.h", None)]),
+        ("import q \\\n  , r\nx = 'import s'\n", [("q", "q", None), ("r", "r", None)]),
+        # one statement that does not parse alone is skipped, the others still read
+        ("import a; s = '''\nimport b  # '''\nimport c\n", [("b", "b", None), ("c", "c", None)]),
+        ("from p import *\nimportant = 1\n", []),
+    ],
+)
+def test_import_statements_are_read_one_by_one(source, expected):
+    from nozero.lint.project import import_bindings
+
+    assert import_bindings(source) == expected
+
+
+@pytest.mark.parametrize("case", CASES + LOOK_ALIKES, ids=lambda c: c.name)
+def test_a_view_is_the_same_from_the_imports_read_beforehand(case, tmp_path):
+    """The runner hands a view the import statements its workers read; the view must be
+    the one the file's text alone gives."""
+    from nozero.lint.project import Projects, import_bindings
+
+    root = tmp_path / "project"
+    _write_project(root, case)
+    projects = Projects(None)
+    for path in case.files:
+        file = root / path
+        project = projects.of(file)
+        assert project is not None
+        source = file.read_text()
+        assert project.view(file, source, import_bindings(source)) == project.view(file, source)
+
+
+def test_a_file_changed_after_its_project_was_read_is_read_again(lint, tmp_path, monkeypatch):
+    """The runner lints the bytes its project summary was made from only while the file's
+    size and mtime are unchanged; a file rewritten in between is read again."""
+    root = tmp_path / "project"
+    _write_project(root, CASES[0])
+    step = root / "step.py"
+    write(step, GOOD_SOURCE)
+    original = project_module.Project.__init__
+
+    def read_then_rewrite(self, *args, **kwargs):
+        original(self, *args, **kwargs)
+        step.write_text(BAD_SOURCE + "\n")  # another size, another mtime
+
+    monkeypatch.setattr(project_module.Project, "__init__", read_then_rewrite)
+    result = lint(str(root), "--no-cache", "--jobs", "1")
+    assert ("step.py", BAD_LINE, "NZ101") in _findings(result.out, root)

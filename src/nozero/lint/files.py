@@ -183,6 +183,7 @@ class FileFinder:
 
     def __init__(self, exclude: Sequence[Pattern], respect_gitignore: bool = True) -> None:
         self.exclude = list(exclude)
+        self._excluded = _Excludes(self.exclude)
         self.respect_gitignore = respect_gitignore
         self.excluded_by_name: list[Path] = []
         self.visited: list[str] = []  # the directories a walk read (absolute)
@@ -225,7 +226,9 @@ class FileFinder:
         for entry in entries:
             child = f"{absolute}/{entry.name}"
             is_dir = entry.is_dir()
-            if is_ignored(self.exclude, child, is_dir) or is_ignored(gitignores, child, is_dir):
+            if not (is_dir or entry.name.endswith(PYTHON_SUFFIXES)):
+                continue  # never linted, whatever the patterns say
+            if self._excluded(child, is_dir) or is_ignored(gitignores, child, is_dir):
                 continue
             if is_dir:
                 yield from self._walk(shown / entry.name, child, gitignores)
@@ -234,6 +237,40 @@ class FileFinder:
 
     def _named_file_excluded(self, absolute: Path) -> bool:
         return covers(self.exclude, absolute)
+
+
+class _Excludes:
+    """``is_ignored(patterns, path, is_dir)``, with the plain names (``.git``, ``build``,
+    most of the default list) looked up in a set: a walk asks for every entry it meets.
+    Only without ``!`` patterns, where any match decides and the order does not count."""
+
+    def __init__(self, patterns: Sequence[Pattern]) -> None:
+        self.patterns = list(patterns)
+        self.ordered = any(p.negated for p in self.patterns)
+        self.names: dict[str, tuple[set[str], set[str]]] = {}  # base -> (any, directories)
+        self.others: list[Pattern] = []
+        for pattern in [] if self.ordered else self.patterns:
+            name = _literal(pattern)
+            if name is None or pattern.anchored:
+                self.others.append(pattern)
+                continue
+            anywhere, directories = self.names.setdefault(pattern.base, (set(), set()))
+            (directories if pattern.dir_only else anywhere).add(name)
+
+    def __call__(self, path: str, is_dir: bool) -> bool:
+        if self.ordered:
+            return is_ignored(self.patterns, path, is_dir)
+        name = path.rpartition("/")[2]
+        for base, (anywhere, directories) in self.names.items():
+            if (name in anywhere or (is_dir and name in directories)) and path.startswith(base):
+                return True
+        return any(pattern.matches(path, is_dir) for pattern in self.others)
+
+
+def _literal(pattern: Pattern) -> str | None:
+    """The name a pattern matches when it holds no wildcard, else None."""
+    name = re.sub(r"\\(.)", r"\1", pattern.regex.pattern, flags=re.DOTALL)
+    return name if re.escape(name) == pattern.regex.pattern else None
 
 
 def covers(patterns: Sequence[Pattern], file: Path) -> bool:

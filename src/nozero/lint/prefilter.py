@@ -21,16 +21,32 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import TYPE_CHECKING
 
 from nozero.lint import vocab
-from nozero.lint.facts.scopes import FileFacts, FunctionNode, compares_itself
 from nozero.lint.imports import last_part
 from nozero.lint.lines import line_starts
 from nozero.lint.noqa import has_nozero_noqa
 
+if TYPE_CHECKING:  # the facts are imported with the engine, when a file is parsed
+    from nozero.lint.facts.scopes import FileFacts, FunctionNode
+
 
 def could_hold_finding(text: str) -> bool:
-    """False only when no rule can flag anything in ``text`` (one file)."""
+    """False only when no rule can flag anything in ``text`` (one file). The answer for
+    the text last asked about is kept: a file is screened before it is linted, and its
+    summary asks again about the same text (the same object, so no comparison)."""
+    if text is _last_screened[0]:
+        return _last_screened[1]
+    answer = _screen(text)
+    _last_screened[:] = [text, answer]
+    return answer
+
+
+_last_screened: list = [None, False]
+
+
+def _screen(text: str) -> bool:
     return bool(
         vocab.TRIGGER_SCREEN.search(text)
         or ("!=" in text and vocab.self_comparisons(text))
@@ -179,6 +195,8 @@ def _is_trigger(node: ast.AST, names: frozenset[str], except_text: bool) -> bool
     if isinstance(node, ast.Constant):
         return isinstance(node.value, str) and node.value in names
     if isinstance(node, ast.Compare):  # ``x != x``
+        from nozero.lint.facts.scopes import compares_itself
+
         return compares_itself(node)
     return except_text and isinstance(node, ast.ExceptHandler)
 

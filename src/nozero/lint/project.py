@@ -18,12 +18,12 @@ import json
 import os
 import re
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from nozero.lint.cache import code_fingerprint, file_entry, write_json_atomically
-from nozero.lint.files import DEFAULT_EXCLUDE, FileFinder, compile_patterns, is_test_module
+from nozero.lint.files import DEFAULT_EXCLUDE, FileFinder, compile_patterns
 from nozero.lint.prefilter import could_hold_finding
 from nozero.lint.summary import EMPTY, Helper, Summary, Switch, summarize
 
@@ -179,6 +179,8 @@ class Project:
     def __init__(self, root: Path, store: SummaryStore, mapper: Mapper = _serial) -> None:
         self.root = root
         self.modules: dict[str, Summary] = {}
+        # (size, mtime) of each module read here, whose bytes the mapper was given
+        self.read: dict[str, tuple[int, int]] = {}
         missing: list[tuple[str, os.stat_result, str, bytes]] = []
         for absolute in store.listing(root):
             try:
@@ -191,10 +193,9 @@ class Project:
             except OSError:
                 continue
             digest, summary = store.by_content(data)
-            if summary is None and not _may_hold_facts(absolute, data):
-                summary = EMPTY  # the screen every linted file passes first, done here
-            if summary is None:
+            if summary is None:  # screened where it is summarised (maybe another process)
                 missing.append((absolute, stat, digest, data))
+                self.read[absolute] = (stat.st_size, stat.st_mtime_ns)
                 continue
             self.modules[absolute] = summary
             store.record(absolute, stat, digest, summary)
@@ -225,6 +226,7 @@ class Project:
         self.importable = bool(importable)
         self._importable = frozenset(importable)
         self._named = frozenset({*self.methods, *self.keys})
+        self._targets = _module_suffixes(p for p, s in self.modules.items() if s != EMPTY)
 
     @property
     def has_facts(self) -> bool:
@@ -233,12 +235,19 @@ class Project:
     def shown(self, path: str) -> str:
         return os.path.relpath(path, self.root)
 
-    def view(self, path: Path, source: str) -> View:
+    def view(self, path: Path, source: str, imports: list | None = None) -> View:
         """What ``source`` (the text of ``path``) sees of the project: only its import
-        statements are parsed, and the names matched across the project are screened
-        by a word search first."""
-        # one scan for the words of the text; names are then looked up, not searched
-        words = set(_WORD.findall(source)) & (self._named | self._importable)
+        statements are parsed (``imports``: their bindings, when already read), and the
+        names matched across the project are screened by a word search first, made only
+        when some import reaches a module with facts, or names are matched by word."""
+        words: set[str] | None = None
+
+        def found() -> set[str]:  # one scan for the words of the text, made at most once
+            nonlocal words
+            if words is None:
+                words = set(_WORD.findall(source)) & (self._named | self._importable)
+            return words
+
         helpers: dict[str, Helper] = {}
         calls: dict[str, list[Route]] = {}
         absolute = path.absolute().as_posix()
@@ -247,11 +256,21 @@ class Project:
             for name, switches in _callables(own).items():
                 if f"{name}(" in source:
                     calls.setdefault(name, []).extend((s, self.shown(absolute)) for s in switches)
-        mentions = bool(words & self._importable)
-        for local, module, attribute in _imports(source) if mentions else ():
-            target = self._module_file(path, module)
-            if target is None or self.modules[target] == EMPTY:
-                continue
+        if imports is None:
+            imports = import_bindings(source) if found() & self._importable else []
+        # the imports that bring in something: a helper, or a function or class with a
+        # switch (any, for a module imported whole); the others add nothing below
+        reached = [
+            (local, target, attribute)
+            for local, module, attribute in imports
+            if module.lstrip(".").replace(".", "/") in self._targets
+            and (target := self._module_file(path, module)) is not None
+            and _offers(self.modules[target], attribute)
+        ]
+        mentions = bool(reached) and (
+            self._named_in_import(source, reached) or bool(found() & self._importable)
+        )
+        for local, target, attribute in reached if mentions else ():
             summary = self.modules[target]
             where = self.shown(target)
             if attribute is None:  # ``import pkg.mod as m``: ``m.f(...)``
@@ -267,12 +286,24 @@ class Project:
             # without trigger text nothing is left to excuse: a raising helper changes
             # no finding there, and would only send the file through the engine
             helpers = {k: h for k, h in helpers.items() if h.tests or h.cleans}
+        named = found() if self._named else set()
         return View(
             helpers,
             {k: tuple(v) for k, v in calls.items()},
-            {k: tuple(v) for k, v in self.methods.items() if k in words},
-            {k: tuple(v) for k, v in self.keys.items() if k in words},
+            {k: tuple(v) for k, v in self.methods.items() if k in named},
+            {k: tuple(v) for k, v in self.keys.items() if k in named},
         )
+
+    def _named_in_import(self, source: str, reached: list[tuple[str, str, str | None]]) -> bool:
+        """Does ``source`` hold one of the names the project's modules offer as a word,
+        found among the names of its own import statements? (Those are words of the
+        text, so this answers the word scan's question without the scan; when it finds
+        none, the scan still runs.)"""
+        for local, _, attribute in reached:
+            for name in (local, attribute):
+                if name in self._importable and _whole_word(source, name):
+                    return True
+        return False
 
     def _module_file(self, path: Path, module: str) -> str | None:
         """The project file a dotted module name (``.`` first: relative) stands for."""
@@ -292,8 +323,27 @@ class Project:
         return None
 
 
-def _may_hold_facts(path: str, data: bytes) -> bool:
-    return not is_test_module(path) and could_hold_finding(data.decode("utf-8", "replace"))
+def _module_suffixes(paths: Iterable[str]) -> frozenset[str]:
+    """Every ``a/b`` a dotted module name (``a.b``, ``.b``) must end with to reach one of
+    ``paths``: ``_module_file`` tries ``{base}/{dotted}.py`` and
+    ``{base}/{dotted}/__init__.py``, so a name without such an ending reaches none of them
+    (the empty name, a package's own ``__init__``, is always tried)."""
+    found = {""}
+    for path in paths:
+        if not path.endswith(".py"):  # a stub (``.pyi``) is never what an import reaches
+            continue
+        parts = path[: -len(".py")].split("/")
+        for end in (len(parts), len(parts) - 1 if parts[-1] == "__init__" else 0):
+            found.update("/".join(parts[start:end]) for start in range(1, end))
+    return frozenset(found)
+
+
+def _offers(summary: Summary, attribute: str | None) -> bool:
+    """Does importing ``attribute`` of a module (None: the module itself) bring in a
+    helper or a switch?"""
+    if attribute is None:
+        return any(switch.kind == "param" for switch in summary.switches)
+    return attribute in summary.helpers or attribute in _callables(summary)
 
 
 def _callables(summary: Summary) -> dict[str, list[Switch]]:
@@ -305,27 +355,73 @@ def _callables(summary: Summary) -> dict[str, list[Switch]]:
 
 
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_WORD_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_")
+
+
+def _whole_word(source: str, name: str) -> bool:
+    """Is ``name`` one of the words ``_WORD`` finds in ``source``? True when it occurs
+    with no ``_WORD`` character on either side (then the scan finds it there); False
+    means not found that way, though the scan might (a word glued to digits before it)."""
+    if not (name.isascii() and _WORD.fullmatch(name)):
+        return False
+    at = source.find(name)
+    while at >= 0:
+        end = at + len(name)
+        if (at == 0 or source[at - 1] not in _WORD_CHARS) and (
+            end == len(source) or source[end] not in _WORD_CHARS
+        ):
+            return True
+        at = source.find(name, at + 1)
+    return False
+
+
 _IMPORT = re.compile(r"^[ \t]*(?:from[ \t]+[\w.]+[ \t]+import\b|import[ \t]+\w)", re.MULTILINE)
 
 
-def _imports(source: str) -> list[tuple[str, str, str | None]]:
+def import_bindings(source: str) -> list[tuple[str, str, str | None]]:
     """(local name, module, attribute or None) for each name an import statement binds,
-    the statements found by their first words and parsed alone (cheaper than the file)."""
-    found: list[tuple[str, str, str | None]] = []
-    for match in _IMPORT.finditer(source):
-        end = source.find("\n", match.end())
-        text = source[match.start() : len(source) if end < 0 else end]
+    the statements found by their first words and parsed together (cheaper than the
+    file; one by one, skipping those that do not parse, when together they do not)."""
+    pieces = []
+    for start in _import_starts(source):
+        end = source.find("\n", start)
+        text = source[start : len(source) if end < 0 else end]
         while (text.rstrip().endswith("\\") or text.count("(") > text.count(")")) and end >= 0:
             following = source.find("\n", end + 1)
-            text = source[match.start() : len(source) if following < 0 else following]
+            text = source[start : len(source) if following < 0 else following]
             end = following
-        try:
-            statements = ast.parse(text.strip()).body
-        except (SyntaxError, ValueError, RecursionError, MemoryError):
-            continue
-        for node in statements:
-            found += _bound(node)
-    return found
+        pieces.append(text.strip())
+    joined = "\n".join(pieces)
+    # Together, pieces that each parse read as they do alone; a triple-quoted string
+    # opened in one piece could swallow the next ones, so such text is parsed piecewise.
+    if '"""' in joined or "'''" in joined:
+        return [bound for piece in pieces for node in _parsed(piece) for bound in _bound(node)]
+    try:
+        statements = ast.parse(joined).body
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        statements = [node for piece in pieces for node in _parsed(piece)]
+    return [bound for node in statements for bound in _bound(node)]
+
+
+def _import_starts(source: str) -> Iterator[int]:
+    """Where each line that ``_IMPORT`` matches starts: only lines holding ``import``
+    are tried (the pattern tried at every position costs more than the parse)."""
+    at = source.find("import")
+    while at >= 0:
+        line_start = source.rfind("\n", 0, at) + 1
+        line_end = source.find("\n", at)
+        if _IMPORT.match(source, line_start):
+            yield line_start
+        if line_end < 0:
+            return
+        at = source.find("import", line_end)
+
+
+def _parsed(piece: str) -> list[ast.stmt]:
+    try:
+        return ast.parse(piece).body
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return []
 
 
 def _bound(node: ast.stmt) -> list[tuple[str, str, str | None]]:

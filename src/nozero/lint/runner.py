@@ -6,10 +6,12 @@ libcst imported: a pre-commit run over files without any stays a fraction of a s
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import io
 import os
 import tokenize
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -18,12 +20,14 @@ from nozero.lint import prefilter
 from nozero.lint.cache import Cache, Row, content_hash
 from nozero.lint.check import UNUSED_NOQA
 from nozero.lint.config import Selection
+from nozero.lint.files import is_test_module
 from nozero.lint.finding import Finding, Problem
 from nozero.lint.noqa import has_nozero_noqa
 from nozero.lint.project import Project, Projects, View
 
 if TYPE_CHECKING:
     import multiprocessing.context
+    from concurrent.futures import ProcessPoolExecutor
 
 
 def _pool_context() -> multiprocessing.context.BaseContext:
@@ -135,19 +139,33 @@ def lint_one(shown: str, data: bytes, job: Job, view: View | None = None) -> Out
 Work = tuple[str, bytes, Job, "View | None"]
 
 
-def _lint_and_summarize(path: str, data: bytes, job: Job | None) -> tuple[list, Outcome | None]:
-    """A module's summary (JSON data) and, given a job, its outcome without a view;
-    never raises."""
-    from nozero.lint.project import summarize_bytes
+# What the first pass hands back per module: its summary (JSON data), its outcome
+# without a view when this run lints it (None: linted in its own turn), and the names its
+# import statements bind (None: not read), which its view is later built from.
+FirstPass = tuple[list, "Outcome | None", "list | None"]
+
+
+def _lint_and_summarize(path: str, data: bytes, job: Job | None) -> FirstPass:
+    """A module's summary and, given a job, its outcome without a view and its imports;
+    never raises. The text is screened once: a module without trigger text has no fact
+    and no finding (what ``lint_one`` and ``summarize`` answer too, each after its own
+    screen)."""
+    from nozero.lint.project import import_bindings, summarize_bytes
     from nozero.lint.summary import EMPTY
 
     if job is None:
-        return summarize_bytes((path, data)), None
+        return summarize_bytes((path, data)), None, None
 
     try:
         source = decode_source(data)
     except ValueError as err:
-        return EMPTY.to_json(), ("undecodable", [str(err)])
+        return EMPTY.to_json(), ("undecodable", [str(err)]), None
+    imports = None if is_test_module(path) else import_bindings(source)
+    if not (
+        prefilter.concerns_nozero(source, job.checks_reasons)
+        or (job.checks_noqa and has_nozero_noqa(source))
+    ):
+        return EMPTY.to_json(), ("ok", []), imports
     try:
         from nozero.lint.engine import lint_and_summarize
 
@@ -155,21 +173,38 @@ def _lint_and_summarize(path: str, data: bytes, job: Job | None) -> tuple[list, 
             source, path, select=job.enabled, require_reason=job.require_reason
         )
     except Exception:  # noqa: BLE001 - the file's own turn reports the error
-        return EMPTY.to_json(), ("retry", [])
+        return EMPTY.to_json(), ("retry", []), imports
     if job.checks_noqa and has_nozero_noqa(source):
-        return summary.to_json(), None  # NZ003 reads the comments too: its own turn, whole
+        return summary.to_json(), None, imports  # NZ003 reads the comments too: own turn
     rows = [[f.line, f.col, f.code, f.message, f.end_line] for f in findings]
-    return summary.to_json(), ("ok", rows)
+    return summary.to_json(), ("ok", rows), imports
 
 
-def _lint_and_summarize_chunk(
-    chunk: list[tuple[str, bytes, Job | None]],
-) -> list[tuple[list, Outcome | None]]:
-    return [_lint_and_summarize(*item) for item in chunk]
+def _lint_and_summarize_chunk(chunk: list[tuple[str, bytes, Job | None]]) -> list[FirstPass]:
+    with _collector_off():  # most of a chunk is screening: no cycle worth a collection
+        return [_lint_and_summarize(*item) for item in chunk]
+
+
+def _worker_start() -> None:
+    """A worker's inherited objects (the engine, libcst) are never garbage: frozen, the
+    collector no longer walks them on every collection of the files' objects."""
+    gc.freeze()
+
+
+@contextlib.contextmanager
+def _collector_off() -> Iterator[None]:
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if collecting:
+            gc.enable()
 
 
 def _lint_chunk(chunk: list[Work]) -> list[Outcome]:
-    return [lint_one(*item) for item in chunk]
+    with _collector_off():
+        return [lint_one(*item) for item in chunk]
 
 
 def _chunks(work: list[Work], pieces: int) -> list[list[Work]]:
@@ -205,30 +240,67 @@ class Runner:
         self.progress = progress
         self.projects = Projects(cache.directory if cache else None, self._map)
         self._early: dict[str, Outcome] = {}  # content hash -> outcome without a view
+        self._imports: dict[str, list] = {}  # content hash -> the names its imports bind
+        self._read: dict[str, tuple[bytes, str]] = {}  # path -> bytes read for its project
+        self._executor: ProcessPoolExecutor | None = None
         self._linting: set[str] = set()  # the absolute paths this run lints
 
     def _map(self, function: Callable[[tuple[str, bytes]], list], items: list) -> Iterable[list]:
         """The summaries of the project's modules that have none yet. Each module this
-        run lints is linted in the same pass (without a view: most files have none),
-        spread over processes, and the outcome kept for the file's own turn, which then
-        costs nothing; the others are only summarised (no libcst)."""
+        run lints is linted in the same pass (without a view: most files have none) and
+        its imports read, spread over processes, and the outcome kept for the file's own
+        turn, which then costs nothing; the others are only summarised (no libcst). The
+        workers screen the text, so the parent reads each module once and screens none."""
         work = [(path, data, self.job if path in self._linting else None) for path, data in items]
         if len(work) < MIN_FILES_FOR_POOL or self.jobs == 1:
             done = [_lint_and_summarize(*item) for item in work]
         else:
+            # Largest first: a big module with trigger text costs most, and is not left
+            # to run alone at the end; results come back in the items' order.
+            order = sorted(range(len(work)), key=lambda i: -len(work[i][1]))
+            ordered = [work[i] for i in order]
+            chunks = self._pool().map(_lint_and_summarize_chunk, _chunks(ordered, self.jobs * 16))
+            found = [pair for chunk in chunks for pair in chunk]
+            done = [found[0]] * len(work)
+            for position, index in enumerate(order):
+                done[index] = found[position]
+        for (path, data), (_, outcome, imports) in zip(items, done, strict=True):
+            digest = content_hash(data)
+            if path in self._linting:  # the file's own turn takes these bytes if unchanged
+                self._read[path] = (data, digest)
+            if outcome is not None:
+                self._early[digest] = outcome
+            if imports is not None:
+                self._imports[digest] = imports
+        return [summary for summary, _, _ in done]
+
+    def _pool(self) -> ProcessPoolExecutor:
+        """The run's worker processes, started on first use and shared by its passes."""
+        if self._executor is None:
             from concurrent.futures import ProcessPoolExecutor
 
             import nozero.lint.engine  # noqa: F401 - imported once here, inherited by workers
 
-            with ProcessPoolExecutor(self.jobs, mp_context=_pool_context()) as pool:
-                done = list(pool.map(_lint_and_summarize_chunk, _chunks(work, self.jobs * 16)))
-                done = [pair for chunk in done for pair in chunk]
-        for (_, data), (_, outcome) in zip(items, done, strict=True):
-            if outcome is not None:
-                self._early[content_hash(data)] = outcome
-        return [summary for summary, _ in done]
+            self._executor = ProcessPoolExecutor(
+                self.jobs, mp_context=_pool_context(), initializer=_worker_start
+            )
+        return self._executor
 
     def lint_files(self, paths: Sequence[Path]) -> Report:
+        with self._workers():
+            return self._lint_files(paths)
+
+    @contextlib.contextmanager
+    def _workers(self) -> Iterator[None]:
+        """Whatever worker processes the run started are stopped when it ends."""
+        try:
+            yield
+        finally:
+            if self._executor is not None:
+                self._executor.shutdown()
+                self._executor = None
+
+    def _lint_files(self, paths: Sequence[Path]) -> Report:
         report = Report(files=len(paths))
         pending: list[_Pending] = []
         self._linting = {path.absolute().as_posix() for path in paths}
@@ -243,20 +315,32 @@ class Runner:
                     report.from_cache += 1
                     self._add(report, shown, absolute, rows)
                     continue
-                data = absolute.read_bytes()
+                data, digest = self._bytes(absolute, stat, project)
             except OSError as err:
                 report.problems.append(Problem(shown, f"cannot read: {err.strerror}"))
                 continue
-            pending.append(self._pending(shown, absolute, stat, data, project))
+            pending.append(self._pending(shown, absolute, stat, data, project, digest))
         self._lint_pending(pending, report)
         return self._finish(report)
 
     def lint_stdin(self, data: bytes, shown: str) -> Report:
         report = Report(files=1)
         absolute = Path(shown).absolute()
-        project = self.projects.of(absolute)
-        self._lint_pending([self._pending(shown, absolute, None, data, project)], report)
+        with self._workers():
+            project = self.projects.of(absolute)
+            self._lint_pending([self._pending(shown, absolute, None, data, project)], report)
         return self._finish(report)
+
+    def _bytes(
+        self, absolute: Path, stat: os.stat_result, project: Project | None
+    ) -> tuple[bytes, str | None]:
+        """The file's bytes and content hash: those its project's summary was made from
+        while the file's size and mtime are those seen then, else read again."""
+        key = absolute.as_posix()
+        read = self._read.pop(key, None)
+        if read and project and project.read.get(key) == (stat.st_size, stat.st_mtime_ns):
+            return read
+        return absolute.read_bytes(), None
 
     def _known(self, absolute: Path, stat: os.stat_result, project: Project | None) -> str | None:
         """The recorded key of an unchanged file, trusted while its project's summaries
@@ -268,19 +352,23 @@ class Runner:
                 return None
         return self.cache.known_hash(str(absolute), stat)
 
-    @staticmethod
     def _pending(
+        self,
         shown: str,
         absolute: Path,
         stat: os.stat_result | None,
         data: bytes,
         project: Project | None,
+        digest: str | None = None,
     ) -> _Pending:
-        digest = content_hash(data)
+        digest = digest or content_hash(data)
         view = None
-        if project is not None and project.has_facts:
+        # A test module's findings never depend on its project (nothing is reported in
+        # one but its suppression comments): it is linted without a view.
+        if project is not None and project.has_facts and not is_test_module(shown):
             try:
-                view = project.view(absolute, decode_source(data)) or None
+                imports = self._imports.get(digest)  # read by the first pass, if it ran
+                view = project.view(absolute, decode_source(data), imports) or None
             except ValueError:
                 view = None  # undecodable: reported when linted
         if view is not None:
@@ -308,13 +396,8 @@ class Runner:
         groups = sorted(by_digest.values(), key=lambda same: -len(same[0].data))
         work = [(same[0].shown, same[0].data, self.job, same[0].view) for same in groups]
         if len(work) >= MIN_FILES_FOR_POOL and self.jobs > 1:
-            from concurrent.futures import ProcessPoolExecutor
-
-            import nozero.lint.engine  # noqa: F401 - imported once here, inherited by workers
-
-            with ProcessPoolExecutor(self.jobs, mp_context=_pool_context()) as pool:
-                chunks = pool.map(_lint_chunk, _chunks(work, self.jobs * 16))
-                self._collect(groups, (o for chunk in chunks for o in chunk), report)
+            chunks = self._pool().map(_lint_chunk, _chunks(work, self.jobs * 16))
+            self._collect(groups, (o for chunk in chunks for o in chunk), report)
         else:
             self._collect(groups, (lint_one(*item) for item in work), report)
 

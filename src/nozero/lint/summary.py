@@ -129,20 +129,27 @@ def summarize_facts(tree: ast.Module, source: str, facts: FileFacts, path: str) 
             and prefilter.could_hold_finding("\n".join(lines[node.lineno - 1 : node.end_lineno]))
         ):  # a helper about non-finite values holds a word for them
             helper = _helper(facts, node.name)
-            if helper.tests or helper.cleans or helper.raises:
+            if helper is not None:
                 helpers[node.name] = helper
     return Summary(helpers, tuple(_switches(tree, facts)))
 
 
-def _helper(facts: FileFacts, name: str) -> Helper:
+def _helper(facts: FileFacts, name: str) -> Helper | None:
+    """What the function ``name`` offers as a helper, or None when it neither tests, nor
+    cleans, nor raises (then nothing else about it is asked: the other questions cost
+    most, and a function that does none of the three is no helper)."""
     from nozero.lint.facts import reactions
 
     reactions(facts)  # builds the file's flows, which read what a function hands back
     returned = facts.flows._helper_returns(name).get(None)
+    raises = facts.is_raising_helper(name)
+    cleans = tuple(facts.sanitized_parameters(name)) if facts.is_sanitizer_helper(name) else ()
+    if not (returned is not None or cleans or raises):
+        return None
     return Helper(
         tests=returned is not None,
-        cleans=tuple(facts.sanitized_parameters(name)) if facts.is_sanitizer_helper(name) else (),
-        raises=facts.is_raising_helper(name),
+        cleans=cleans,
+        raises=raises,
         signal=facts._helper_returns_signal(name),
         polarity=returned[1] if returned else True,
         scaling=returned[0].scaling if returned else False,
@@ -240,9 +247,10 @@ def _positional(fn: FunctionNode) -> list[str]:
 def _switches(tree: ast.Module, facts: FileFacts) -> list[Switch]:
     from nozero.lint.facts import reactions
 
-    places = _places(tree)
     found: dict[tuple, Switch] = {}
-    for reaction in reactions(facts):
+    gated = reactions(facts)
+    places = _places(tree) if gated else {}  # one walk of the statements, when needed
+    for reaction in gated:
         place = places.get(reaction.first)
         if place is None or not place.tests:
             continue
