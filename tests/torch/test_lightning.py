@@ -41,6 +41,19 @@ class Regression(pl.LightningModule):
         return torch.utils.data.DataLoader(data, batch_size=None)
 
 
+def _trainer(**options) -> pl.Trainer:
+    """A CPU Trainer with no logger, checkpoints, progress bar or summary."""
+    return pl.Trainer(
+        accelerator="cpu",
+        devices=1,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        **options,
+    )
+
+
 class Snapshots(pl.Callback):
     """The weights after each optimizer step, by the step's index."""
 
@@ -60,15 +73,9 @@ def test_fit_halts_at_the_exact_step(accumulate, fused, sync_every):
     poisoned = (bad_step + 1) * accumulate - 1
     module = Regression({poisoned}, fused)
     snaps = Snapshots()
-    trainer = pl.Trainer(
+    trainer = _trainer(
         max_steps=20,
         accumulate_grad_batches=accumulate,
-        accelerator="cpu",
-        devices=1,
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
         callbacks=[snaps, NonFiniteGuard(sync_every=sync_every)],
     )
     with pytest.raises(GuardHalt) as caught:
@@ -117,16 +124,7 @@ class TwoOptimizers(pl.LightningModule):
 
 def test_manual_optimization_with_two_optimizers_halts_at_the_exact_step():
     module = TwoOptimizers({5})
-    trainer = pl.Trainer(
-        max_epochs=1,
-        accelerator="cpu",
-        devices=1,
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        callbacks=[NonFiniteGuard(sync_every=4)],
-    )
+    trainer = _trainer(max_epochs=1, callbacks=[NonFiniteGuard(sync_every=4)])
     with pytest.raises(GuardHalt) as caught:
         trainer.fit(module)
     assert caught.value.step == 5 and math.isnan(caught.value.loss)
