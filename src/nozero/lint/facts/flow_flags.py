@@ -14,7 +14,6 @@ import functools
 from nozero.lint import vocab
 from nozero.lint.facts import sources
 from nozero.lint.facts.flow_helpers import (
-    _COMPARISON_CALLS,
     _fill_truth,
     _is_inf,
     _item_key,
@@ -32,6 +31,7 @@ from nozero.lint.facts.scopes import (
 )
 from nozero.lint.imports import dotted_name, last_part
 from nozero.lint.scaling import SKIP_REPORTS
+from nozero.lint.tables.sources import COMPARISON_CALLS
 
 
 class FlagsPart:
@@ -240,7 +240,7 @@ class FlagsPart:
         if given is not None:
             return given
         called = self._called(call)
-        comparison = _COMPARISON_CALLS.get(called or "")
+        comparison = COMPARISON_CALLS.get(called or "")
         if comparison is ast.NotEq:
             found = self._unequal_to_itself(unit, call, extra)
             if found is not None:

@@ -11,7 +11,6 @@ import ast
 
 from nozero.lint import vocab
 from nozero.lint.facts.flow_helpers import (
-    _REDUCTIONS,
     _mentions_finfo,
     _names,
     _negative,
@@ -21,9 +20,10 @@ from nozero.lint.facts.flow_helpers import (
     _strong,
     _within,
 )
-from nozero.lint.facts.flow_types import _SELECT_CALLS, Flag, Route, _Unit
+from nozero.lint.facts.flow_types import Flag, Route, _Unit
 from nozero.lint.facts.scopes import FunctionNode, bound_names, parameter_names
 from nozero.lint.imports import dotted_name, last_part
+from nozero.lint.tables.propagation import LOSS_REDUCTIONS, SELECT_CALLS
 
 
 class SelectionsPart:
@@ -68,7 +68,7 @@ class SelectionsPart:
                         and self._fills_what_it_tested(unit, node, found[0], extra)
                     ):
                         self._add(unit, "sentinel", stmt, found[0])
-                if called in _REDUCTIONS:
+                if called in LOSS_REDUCTIONS:
                     receiver = [node.func.value] if isinstance(node.func, ast.Attribute) else []
                     for subject in [*receiver, *node.args[:1]]:
                         self._drop(unit, stmt, subject, extra)
@@ -158,13 +158,13 @@ class SelectionsPart:
         if (
             called == "partial"
             and len(args) >= 2
-            and (last_part(self.facts.qualified(args[0]) or "") in _SELECT_CALLS)
+            and (last_part(self.facts.qualified(args[0]) or "") in SELECT_CALLS)
         ):
             found = self.flag_of(unit, args[1], extra)
             if found:
                 self._keep(unit, stmt, found)
             return
-        if called not in _SELECT_CALLS or len(args) < 2:
+        if called not in SELECT_CALLS or len(args) < 2:
             return
         found = self.flag_of(unit, args[0], extra) or self._limit_select(unit, args)
         if not found:

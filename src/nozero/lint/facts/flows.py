@@ -34,7 +34,6 @@ from nozero.lint.facts.flow_flags import FlagsPart
 from nozero.lint.facts.flow_helpers import (
     _DETACHING,
     _HELPER_CLASS_WORDS,
-    _IDENTITIES,
     _NAMED_TRAINING,
     _NAMES,
     _SOURCE_WORDS,
@@ -66,11 +65,12 @@ from nozero.lint.facts.flow_helpers import (
 )
 from nozero.lint.facts.flow_reactions import ReactionsPart
 from nozero.lint.facts.flow_selections import SelectionsPart
-from nozero.lint.facts.flow_types import _CLAMPS, _DEFS, _LOOPS, WHAT, Flag, Reaction, Route, _Unit
+from nozero.lint.facts.flow_types import _DEFS, _LOOPS, WHAT, Flag, Reaction, Route, _Unit
 from nozero.lint.facts.scopes import FileFacts, FunctionNode, parameter_names
 from nozero.lint.imports import dotted_name, last_part
 from nozero.lint.lines import line_starts, split_lines
 from nozero.lint.scaling import scaler_at_work, scaler_in_lines
+from nozero.lint.tables.reactions import CLAMPS, IDENTITIES
 
 # Other modules import these from here.
 __all__ = ["WHAT", "Flag", "Flows", "Reaction", "Route"]
@@ -670,7 +670,7 @@ class Flows(ReactionsPart, SelectionsPart, FlagsPart):
             ):
                 continue
             targets = {_key(t) for t in branch_stmt.targets}
-            if targets & tested and self._called(branch_stmt.value) in _CLAMPS:
+            if targets & tested and self._called(branch_stmt.value) in CLAMPS:
                 self._add(unit, "clamp", branch_stmt, route)
             elif self._resets_model_output(unit, branch_stmt, targets, tested):
                 self._add(unit, "replace", branch_stmt, route)
@@ -699,7 +699,7 @@ class Flows(ReactionsPart, SelectionsPart, FlagsPart):
         ):
             value = value.func.value
         reset = self.facts.is_finite_constant(value) or (
-            isinstance(value, ast.Call) and self._called(value) in _IDENTITIES
+            isinstance(value, ast.Call) and self._called(value) in IDENTITIES
         )
         return reset and not names & parameter_names(unit.node)
 

@@ -22,25 +22,6 @@ _DESCRIBING_CALLS = frozenset({"len", "size", "dim", "numel", "nelement"})
 # The methods a loss class computes its loss in (torch ``forward``, Keras ``call``).
 _LOSS_ENTRY_METHODS = frozenset({"forward", "__call__", "call"})
 _NO_GRADIENT_BLOCKS = frozenset({"no_grad", "inference_mode"})
-# Reductions that keep a finiteness test a test (``isnan(g).any()``, ``jnp.all(ok)``),
-# and conversions that gather tests into one array (``jnp.array([isfinite(u) ...])``).
-_BOOLEAN_CALLS = frozenset(
-    {
-        "all",
-        "any",
-        "bool",
-        "logical_and",
-        "logical_or",
-        "logical_not",
-        "tree_all",
-        "item",
-        "array",
-        "asarray",
-        "stack",
-        "tensor",
-        "convert_to_tensor",
-    }
-)
 
 # Words that keep a call named for a metric a training call (``train_and_evaluate``,
 # ``accuracy_loss``).
@@ -94,9 +75,6 @@ def self_comparable(node: ast.expr) -> bool:
 
 def _names_in(node: ast.AST) -> set[str]:
     return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
-
-
-_INFINITY_TESTS = frozenset({"isinf", "isneginf", "isposinf", "is_inf"})
 
 
 def _names_logits(node: ast.expr) -> bool:
