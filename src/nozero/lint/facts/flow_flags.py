@@ -31,6 +31,7 @@ from nozero.lint.facts.scopes import (
 )
 from nozero.lint.imports import dotted_name, last_part
 from nozero.lint.scaling import SKIP_REPORTS
+from nozero.lint.tables.propagation import SCALAR_READS
 from nozero.lint.tables.sources import COMPARISON_CALLS
 
 
@@ -181,7 +182,7 @@ class FlagsPart:
         if (
             isinstance(value, ast.Call)
             and isinstance(value.func, ast.Attribute)
-            and value.func.attr in ("item", "detach", "float")
+            and value.func.attr in SCALAR_READS
             and not value.args
         ):
             value = value.func.value

@@ -24,6 +24,7 @@ from nozero.lint.facts.flow_types import Flag, Route, _Unit
 from nozero.lint.facts.scopes import FunctionNode, bound_names, parameter_names
 from nozero.lint.imports import dotted_name, last_part
 from nozero.lint.tables.propagation import LOSS_REDUCTIONS, SELECT_CALLS
+from nozero.lint.tables.reactions import HELPER_ZEROING
 
 
 class SelectionsPart:
@@ -327,7 +328,7 @@ class SelectionsPart:
         """Does a same-file function clear the gradients (``zero_grad``, ``p.grad = None``)?"""
         for fn in self.facts.functions_named(name):
             for node in self.facts.nodes(fn):
-                if isinstance(node, ast.Call) and self._called(node) in ("zero_grad", "zero_"):
+                if isinstance(node, ast.Call) and self._called(node) in HELPER_ZEROING:
                     return True
                 if (
                     isinstance(node, ast.Assign)

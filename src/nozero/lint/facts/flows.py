@@ -70,7 +70,7 @@ from nozero.lint.facts.scopes import FileFacts, FunctionNode, parameter_names
 from nozero.lint.imports import dotted_name, last_part
 from nozero.lint.lines import line_starts, split_lines
 from nozero.lint.scaling import scaler_at_work, scaler_in_lines
-from nozero.lint.tables.reactions import CLAMPS, IDENTITIES
+from nozero.lint.tables.reactions import CLAMP_UPPER_KEYWORDS, CLAMPS, IDENTITIES
 
 # Other modules import these from here.
 __all__ = ["WHAT", "Flag", "Flows", "Reaction", "Route"]
@@ -722,7 +722,7 @@ def _clamps_a_loss(called: Callable[[ast.expr], str], stmt: ast.stmt) -> bool:
         return False
     bounds = list(value.args) if method else list(value.args[1:])
     upper = next(
-        (k.value for k in value.keywords if k.arg in ("max", "clip_value_max", "a_max")),
+        (k.value for k in value.keywords if k.arg in CLAMP_UPPER_KEYWORDS),
         bounds[1] if len(bounds) > 1 else None,
     )
     return upper is not None and not (isinstance(upper, ast.Constant) and upper.value is None)

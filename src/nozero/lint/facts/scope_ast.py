@@ -13,6 +13,7 @@ from nozero.lint import vocab
 from nozero.lint.facts.sources import PREDICATE_POLARITY
 from nozero.lint.imports import dotted_name, last_part
 from nozero.lint.lines import line_starts
+from nozero.lint.tables.propagation import NONFINITE_TRUTH_KEEPING
 
 FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef
 _SCOPE_BOUNDARY = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
@@ -27,9 +28,6 @@ _NO_GRADIENT_BLOCKS = frozenset({"no_grad", "inference_mode"})
 # ``accuracy_loss``).
 _TRAINING_NAME_WORDS = frozenset({"loss", "train", "step", "grad", "grads", "update"})
 _DIVISIONS = frozenset({"div", "div_", "divide", "true_divide", "true_divide_"})
-# ``nan_to_num`` keywords naming the value cleaned (``nan=``, ``posinf=`` name what
-# replaces it).
-SANITIZED_KEYWORDS = frozenset({"x", "input", "out"})
 # Words of a name for a constant that is not finite (``NEG_INF``, ``self.neg_inf``).
 _NONFINITE_WORDS = frozenset({"inf", "infinity", "nan", "infty", "ninf", "pinf"})
 _SIGN_WORDS = frozenset({"neg", "pos", "minus", "plus", "negative", "positive", "n", "p"})
@@ -257,7 +255,7 @@ def _true_when_nonfinite(value: ast.expr) -> bool:
     if not isinstance(value, ast.Call):
         return False
     name = last_part(dotted_name(value.func) or "")
-    if name in ("any", "all", "bool", "item", "logical_or"):
+    if name in NONFINITE_TRUTH_KEEPING:
         inner = [value.func.value] if isinstance(value.func, ast.Attribute) else []
         return any(_true_when_nonfinite(v) for v in [*inner, *value.args])
     return PREDICATE_POLARITY.get(name) is True

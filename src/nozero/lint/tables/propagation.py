@@ -133,3 +133,22 @@ SELECT_CALLS = SELECTORS | {
     "select_n",  # jax.lax.select_n(ok, old, new)
     "select_tree",  # optax.tree_utils.select_tree(is_fin, new, old)
 }
+# Calls that read a step's loss or norm as a plain number (``loss.item() < limit``).
+SCALAR_READS = frozenset(
+    {
+        "item",  # if loss.item() < self.loss_limit:
+        "detach",  # if loss.detach() < max_loss:
+        "float",  # if grad_norm.float() < max_norm:
+    }
+)
+# Reductions and conversions after which a test true on a non-finite value is still true
+# only on one (``isnan(g).any()`` is true when some element is NaN).
+NONFINITE_TRUTH_KEEPING = frozenset(
+    {
+        "any",  # torch.isnan(g).any()
+        "all",  # torch.isinf(g).all()
+        "bool",  # bool(torch.isnan(loss))
+        "item",  # torch.isnan(loss).item()
+        "logical_or",  # torch.logical_or(isnan(a), isinf(a))
+    }
+)

@@ -169,3 +169,35 @@ OBSERVING_CALLS = frozenset(
         "append",  # nan_steps.append(step)
     }
 )
+
+# ---- keywords of reacting calls -------------------------------------------------------
+# ``nan_to_num`` keywords naming the value cleaned (``nan=``, ``posinf=`` name what
+# replaces it).
+SANITIZED_KEYWORDS = frozenset(
+    {
+        "x",  # np.nan_to_num(x=grads)
+        "input",  # torch.nan_to_num(input=grad, nan=0.0)
+        "out",  # torch.nan_to_num(g, out=g)
+    }
+)
+# ``nan_to_num`` keywords naming what replaces each kind of non-finite value.
+SANITIZER_FILL_KEYWORDS = (
+    "nan",  # torch.nan_to_num(g, nan=float("nan"))
+    "posinf",  # np.nan_to_num(x, posinf=np.nan)
+    "neginf",  # jnp.nan_to_num(x, neginf=jnp.nan)
+)
+# Keywords of a clamp's upper bound (an infinite loss becomes this bound).
+CLAMP_UPPER_KEYWORDS = frozenset(
+    {
+        "max",  # torch.clamp(loss, max=1e4)
+        "clip_value_max",  # tf.clip_by_value(loss, clip_value_min=0.0, clip_value_max=1e4)
+        "a_max",  # np.clip(loss, a_min=0, a_max=1e4)
+    }
+)
+# Calls by which a same-file helper clears the gradients it is given.
+HELPER_ZEROING = frozenset(
+    {
+        "zero_grad",  # def reset(model): model.zero_grad()
+        "zero_",  # def clear(ps): for p in ps: p.grad.zero_()
+    }
+)
