@@ -14,6 +14,7 @@ import functools
 from nozero.lint import vocab
 from nozero.lint.facts import sources
 from nozero.lint.facts.flow_helpers import (
+    _base_name,
     _fill_truth,
     _is_inf,
     _item_key,
@@ -357,6 +358,20 @@ class FlagsPart:
     def _from_apex(self, func: ast.expr) -> bool:
         """Is ``func`` apex's (``amp.scale_loss`` with ``from apex import amp``)?"""
         return (self.facts.qualified(func) or "").startswith("apex.")
+
+    def _marked_with_inf(self, unit: _Unit, value: ast.expr) -> bool:
+        """Does the function itself set ``value`` (or what it indexes) to infinity? Then
+        ``value == inf`` reads a marker it wrote (tokens left out of a search), not a
+        non-finite result."""
+        base = _base_name(value)
+        if base is None or not isinstance(unit.node, ast.FunctionDef | ast.AsyncFunctionDef):
+            return False
+        return any(
+            isinstance(node, ast.Assign)
+            and _is_inf(node.value)
+            and any(_base_name(t) == base for t in node.targets)
+            for node in self.facts.nodes(unit.node)
+        )
 
 
 def _is_limit(node: ast.expr) -> bool:

@@ -18,7 +18,6 @@ from nozero.lint.facts.flow_helpers import (
     _passes_through,
     _statement_expressions,
     _strong,
-    _within,
 )
 from nozero.lint.facts.flow_types import Flag, Route, _Unit
 from nozero.lint.facts.scopes import FunctionNode, bound_names, parameter_names
@@ -212,17 +211,6 @@ class SelectionsPart:
                     self._add(unit, "replace", stmt, route)
             return
         self._keep(unit, stmt, found)
-
-    def _in_evaluation_loop(self, unit: _Unit, line: int) -> bool:
-        """Is ``line`` in a loop over evaluation data (``for batch in val_loader``) that
-        takes no step: a validation pass inside the training function."""
-        return any(
-            isinstance(node, ast.For | ast.AsyncFor)
-            and _within(node, line)
-            and any(vocab.names_evaluation(name) for name in _names(node.iter))
-            and not any(map(self._is_update, ast.walk(node)))
-            for node in self.facts.nodes(unit.node)
-        )
 
     def _none_checked_after(self, unit: _Unit, key: str, line: int) -> bool:
         """Does the code below ``line`` ask whether ``key`` is None (and so go on
