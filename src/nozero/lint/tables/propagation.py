@@ -122,7 +122,7 @@ LOSS_REDUCTIONS = frozenset(
 SELECTORS = frozenset(
     {
         "where",  # torch.where(torch.isfinite(g), g, 0.0)
-        "select",  # tf.where / jax.lax.select(ok, new, old)
+        "select",  # jax.lax.select(ok, new, old)
         "cond",  # jax.lax.cond(is_fin, update, keep, state)
         "switch",  # jax.lax.switch(index, branches)
     }
@@ -131,7 +131,7 @@ SELECTORS = frozenset(
 SELECT_CALLS = SELECTORS | {
     "tree_where",  # a project's tree_where(is_fin, new_params, params)
     "select_n",  # jax.lax.select_n(ok, old, new)
-    "select_tree",  # optax.tree_utils.select_tree(is_fin, new, old)
+    "select_tree",  # select_tree(is_fin, new_state, old_state)
 }
 # Calls that read a step's loss or norm as a plain number (``loss.item() < limit``).
 SCALAR_READS = frozenset(

@@ -32,7 +32,7 @@ GRADIENT_CLEARING = frozenset(
 FILL_CALLS = frozenset(
     {
         "fill_",  # p.grad.fill_(0)
-        "fill",  # np.ndarray.fill(0)
+        "fill",  # buffer.fill(0)
     }
 )
 # What a substitution puts in place of a non-finite value: a constant fill (``zeros_like``)
@@ -111,7 +111,7 @@ NAN_REDUCTIONS = frozenset(
 # Calls that check values and raise (a periodic one is the informational rule's concern).
 CHECK_CALLS = frozenset(
     {
-        "check_finite",  # chex / jax: check_finite(grads)
+        "check_finite",  # check_finite(grads): raises on a non-finite value
         "check_numerics",  # tf.debugging.check_numerics(loss, "loss")
     }
 )

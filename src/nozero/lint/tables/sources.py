@@ -48,7 +48,7 @@ OVERFLOW_HELPERS = frozenset(
         "has_overflow_serial",  # DeepSpeed: self.has_overflow_serial(params)
         "check_using_norm",  # DeepSpeed: overflow = checker.check_using_norm(norms)
         "_has_inf_or_nan",  # apex/DeepSpeed: if self._has_inf_or_nan(grads):
-        "has_inf_or_nan",  # Megatron: found_inf = has_inf_or_nan(grad)
+        "has_inf_or_nan",  # found_inf = has_inf_or_nan(grad)
         "is_invalid_grad_norm",  # if is_invalid_grad_norm(total_norm): skip
         "check_overflow",  # overflow = self.check_overflow()
     }
@@ -58,8 +58,8 @@ OVERFLOW_HELPERS = frozenset(
 FINITE_HELPERS = frozenset(
     {
         "check_finite",  # keras: finite = self.check_finite(grads)
-        "all_finite",  # optax/tf: ok = all_finite(grads)
-        "is_all_finite",  # tf mixed precision: is_all_finite(grads)
+        "all_finite",  # ok = all_finite(grads)
+        "is_all_finite",  # is_all_finite(grads)
         "_is_all_finite",  # private twin: self._is_all_finite(grads)
     }
 )

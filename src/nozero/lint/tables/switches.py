@@ -20,7 +20,7 @@ OPTAX_SWITCHES = {
     "zero_nans": "NZ402",  # optax.chain(optax.zero_nans(), ...)
     "skip_not_finite": "NZ403",  # optax.MultiSteps(opt, should_skip_update_fn=skip_not_finite)
 }
-STABLE_UPDATE = "stable_update"  # numpyro SVI(..., ).stable_update: keeps the old state
+STABLE_UPDATE = "stable_update"  # numpyro: svi.stable_update(state): keeps the old state
 # ---- Hugging Face ----------------------------------------------------------------------
 NAN_FILTER_KEYWORD = "logging_nan_inf_filter"  # TrainingArguments(logging_nan_inf_filter=)
 # ---- apex ----------------------------------------------------------------------------
