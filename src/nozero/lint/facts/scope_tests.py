@@ -21,7 +21,7 @@ from nozero.lint.facts.scope_ast import (
     self_comparable,
     source_segment,
 )
-from nozero.lint.imports import dotted_name, last_part, resolve
+from nozero.lint.imports import dotted_name, last_part
 from nozero.lint.tables.propagation import BOOLEAN_CALLS
 from nozero.lint.tables.sources import INFINITY_TESTS
 
@@ -30,9 +30,6 @@ class ExpressionFacts:
     """Expressions, finiteness tests and guards, the mixin part of ``FileFacts``."""
 
     # ---- expressions ----------------------------------------------------------------
-    def qualified(self, node: ast.expr) -> str | None:
-        dotted = dotted_name(node)
-        return resolve(dotted, self.aliases) if dotted else None
 
     def _is_grad_transform(self, value: ast.expr, scope: Scope) -> bool:
         if isinstance(value, ast.Call):
