@@ -8,6 +8,7 @@ them as ``vocab.NAME`` from here."""
 
 from __future__ import annotations
 
+from nozero.lint.tables.reactions import CLAMP_CALLS
 from nozero.lint.vocab_calls import (
     ANOMALY_DETECTION,
     APEX_SCALE_LOSS,
@@ -45,7 +46,6 @@ from nozero.lint.vocab_calls import (
     UPDATE_CALLS,
 )
 from nozero.lint.vocab_implicit import (
-    CLAMP_CALLS,
     LIMIT_COMPARISON,
     LOSS_CLAMP,
     SELF_INEQUALITY_CALL,

@@ -115,7 +115,6 @@ LOSS_CLAMP = re.compile(
     r"\b(\w*loss\w*)\s*=\s*(?:\1\.(?:clamp|clip)\("
     r"|[\w.]*\b(?:clamp|clip|clip_by_value)\(\s*\1\b)"
 )
-CLAMP_CALLS = frozenset({"clamp", "clip", "clip_by_value"})
 
 
 def loss_clamps(text: str, first_only: bool = False) -> list[int]:

@@ -2,7 +2,7 @@
 
 - ``scopes``: ``FileFacts``, what is training signal and what tests it for NaN/Inf in
   each function's scope, and what same-file helpers return, test, clean or raise;
-- ``sources``: the library helpers whose results are finiteness facts;
+- ``sources``: the sources and reactions the flow pass reads, from ``nozero.lint.tables``;
 - ``flows``: ``reactions`` follows those facts from their sources to where training
   reacts to them.
 

@@ -14,7 +14,7 @@ import functools
 from nozero.lint import vocab
 from nozero.lint.facts import sources
 from nozero.lint.facts.flow_helpers import (
-    _COMPARISON_CALLS,
+    _base_name,
     _fill_truth,
     _is_inf,
     _item_key,
@@ -32,6 +32,8 @@ from nozero.lint.facts.scopes import (
 )
 from nozero.lint.imports import dotted_name, last_part
 from nozero.lint.scaling import SKIP_REPORTS
+from nozero.lint.tables.propagation import SCALAR_READS
+from nozero.lint.tables.sources import COMPARISON_CALLS
 
 
 class FlagsPart:
@@ -181,7 +183,7 @@ class FlagsPart:
         if (
             isinstance(value, ast.Call)
             and isinstance(value.func, ast.Attribute)
-            and value.func.attr in ("item", "detach", "float")
+            and value.func.attr in SCALAR_READS
             and not value.args
         ):
             value = value.func.value
@@ -240,7 +242,7 @@ class FlagsPart:
         if given is not None:
             return given
         called = self._called(call)
-        comparison = _COMPARISON_CALLS.get(called or "")
+        comparison = COMPARISON_CALLS.get(called or "")
         if comparison is ast.NotEq:
             found = self._unequal_to_itself(unit, call, extra)
             if found is not None:
@@ -356,6 +358,20 @@ class FlagsPart:
     def _from_apex(self, func: ast.expr) -> bool:
         """Is ``func`` apex's (``amp.scale_loss`` with ``from apex import amp``)?"""
         return (self.facts.qualified(func) or "").startswith("apex.")
+
+    def _marked_with_inf(self, unit: _Unit, value: ast.expr) -> bool:
+        """Does the function itself set ``value`` (or what it indexes) to infinity? Then
+        ``value == inf`` reads a marker it wrote (tokens left out of a search), not a
+        non-finite result."""
+        base = _base_name(value)
+        if base is None or not isinstance(unit.node, ast.FunctionDef | ast.AsyncFunctionDef):
+            return False
+        return any(
+            isinstance(node, ast.Assign)
+            and _is_inf(node.value)
+            and any(_base_name(t) == base for t in node.targets)
+            for node in self.facts.nodes(unit.node)
+        )
 
 
 def _is_limit(node: ast.expr) -> bool:

@@ -13,9 +13,10 @@ from collections.abc import Iterator
 
 from nozero.lint import vocab
 from nozero.lint.facts import sources
-from nozero.lint.facts.flow_types import _BLOCKS, _DEFS, _JOINS, Flag, Route
+from nozero.lint.facts.flow_types import _BLOCKS, _DEFS, Flag, Route
 from nozero.lint.facts.scopes import FileFacts, source_segment
 from nozero.lint.imports import dotted_name, last_part
+from nozero.lint.tables.propagation import JOINS
 
 # ---- small syntactic helpers --------------------------------------------------------
 _TRAINING_WORDS = frozenset({"train", "step", "backward", "update", "updates", "optimizer"})
@@ -64,7 +65,6 @@ def _passes_through(found: Flag, test: ast.expr, if_true: ast.expr, if_false: as
 _HELPER_CLASS_WORDS = frozenset(
     {"clip", "clipper", "clipping", "scheduler", "sched", "ema", "averager", "timer", "meter"}
 )
-_REDUCTIONS = frozenset({"mean", "sum", "nanmean", "nansum", "reduce_mean", "reduce_sum"})
 
 
 # What steps or scales training when one of its methods is called (``optimizer.step()``).
@@ -110,31 +110,12 @@ def _reports_status(value: ast.expr | None) -> bool:
     return any(isinstance(e, ast.Constant) and isinstance(e.value, bool) for e in elements)
 
 
-# The identity matrix, put in place of a non-finite one (``torch.eye(n)``).
-_IDENTITIES = frozenset({"eye", "identity", "eye_like"})
 # Base classes of a model's layers (``nn.Module``, ``eqx.Module``, ``keras.layers.Layer``).
 _MODEL_BASES = frozenset({"Module", "Layer", "Model", "LightningModule"})
 
 
 def _is_model_class(cls: ast.ClassDef) -> bool:
     return any(last_part(dotted_name(base) or "") in _MODEL_BASES for base in cls.bases)
-
-
-# Array libraries' comparisons as calls (``tf.equal``, ``torch.gt``, ``jnp.greater``).
-_COMPARISON_CALLS: dict[str, type[ast.cmpop]] = {
-    "equal": ast.Eq,
-    "eq": ast.Eq,
-    "not_equal": ast.NotEq,
-    "ne": ast.NotEq,
-    "greater": ast.Gt,
-    "gt": ast.Gt,
-    "greater_equal": ast.GtE,
-    "ge": ast.GtE,
-    "less": ast.Lt,
-    "lt": ast.Lt,
-    "less_equal": ast.LtE,
-    "le": ast.LtE,
-}
 
 
 def _steps_through_a_scaler(call: ast.Call) -> bool:
@@ -204,7 +185,7 @@ def _added_to_itself(stmt: ast.stmt) -> ast.expr | None:
     value = stmt.value
     if (
         isinstance(value, ast.Call)
-        and last_part(dotted_name(value.func) or "") in _JOINS
+        and last_part(dotted_name(value.func) or "") in JOINS
         and value.args
         and isinstance(value.args[0], ast.Tuple | ast.List)
     ):

@@ -1,9 +1,9 @@
 """Reactions: what the code does where a finiteness fact says "non-finite".
 
 Given a test's flag, these methods tell which reaction a branch makes (skip, zero the
-gradients, replace, raise, keep going) and record it once, with its route. They are
-one part of ``flows.Flows``, which mixes them in; they call its other parts through
-``self``.
+gradients, replace, raise, keep going) and record it (``flow_record``) with its route.
+They are one part of ``flows.Flows``, which mixes them in; they call its later parts
+(``flow_selections``, ``flow_record``, ``flow_flags``) through ``self``, never the walk.
 """
 
 from __future__ import annotations
@@ -27,13 +27,9 @@ from nozero.lint.facts.flow_helpers import (
     _zero_arg,
 )
 from nozero.lint.facts.flow_types import (
-    _FORCED_SCALING,
     _LOOPS,
-    _NOT_SCALING,
     _ROUND_WORDS,
     Flag,
-    Reaction,
-    Route,
     _Unit,
 )
 from nozero.lint.facts.scopes import FunctionNode, parameter_names
@@ -442,30 +438,58 @@ class ReactionsPart:
                 return "replace"
         return None
 
-    def _add(self, unit: _Unit, kind: str, node: ast.AST, route: Route) -> bool:
-        """Record a reaction; False when it is no reaction at all (a flag known by name
-        only, in code that does not train)."""
-        if route.by_name and not unit.trains:
-            return False  # an ``overflow`` of a buffer, a counter: nothing here trains
-        if self._collect:
-            return True
-        where = getattr(unit.node, "lineno", 0)
-        if self.facts.only_observes(where) or self.facts.in_test(where):
-            return True  # evaluation, metrics, plots and tests touch no training signal
-        line = getattr(node, "lineno", 1)
-        if self._in_evaluation_loop(unit, line):
-            return True
-        col = getattr(node, "col_offset", 0)
-        last = getattr(node, "end_lineno", line) or line
-        if isinstance(node, ast.If | ast.ExceptHandler | ast.For | ast.While):
-            last = line
-        key = (line, col, kind)
-        scaling = kind not in _NOT_SCALING and (
-            route.scaling or unit.scaling or kind in _FORCED_SCALING
+    def _raised_after(self, unit: _Unit, branch: list[ast.stmt], before: ast.stmt) -> bool:
+        """Does the branch record an error that the function raises once the loop is left
+        (big_vision's ``error = ...; break``, then cleanup, then ``raise RuntimeError(error)``)?"""
+        recorded = {
+            name
+            for stmt in branch[: branch.index(before)]
+            if isinstance(stmt, ast.Assign)
+            for target in stmt.targets
+            for name in _names(target)
+        }
+        if not recorded or not isinstance(unit.node, ast.FunctionDef | ast.AsyncFunctionDef):
+            return False
+        return any(
+            isinstance(node, ast.Raise)
+            and node.exc is not None
+            and node.lineno > before.lineno
+            and recorded & _names(node.exc)
+            for node in self.facts.nodes(unit.node)
         )
-        if key not in self._reactions:
-            self._reactions[key] = Reaction(kind, line, col, line, last, route, scaling)
-        return True
+
+    def _clears_signal(self, unit: _Unit, call: ast.Call) -> bool:
+        """Does a zeroing call clear training signal? ``optimizer.zero_grad()`` does;
+        ``p.grad.zero_()`` does; ``self.overflow.zero_()`` resets a counter."""
+        func = call.func
+        if self._called(call) in sources.GRADIENT_CLEARING or not isinstance(func, ast.Attribute):
+            return True
+        return self._signal(unit, func.value, set())
+
+    def _cleans_tested(self, unit: _Unit, value: ast.expr | None, tested: set[str]) -> bool:
+        """Is ``value`` the tested signal cleaned: ``nan_to_num`` of it, or a ``where`` on
+        a test of the tested values that puts a constant in? The replace rules report such
+        a statement."""
+        if not isinstance(value, ast.Call):
+            return False
+        called = self._called(value)
+        if called in vocab.SANITIZERS:
+            return self._cleans_signal(unit, value)
+        return (
+            called == "where"
+            and len(value.args) == 3
+            and bool(_names(value.args[0]) & tested)
+            and any(self.facts.is_finite_constant(put) for put in value.args[1:])
+            and any(self._signal(unit, kept, set()) for kept in value.args[1:])
+        )
+
+    def _cleans_signal(self, unit: _Unit, call: ast.Call) -> bool:
+        """Does a ``nan_to_num`` call clean training signal (its argument, or the tensor
+        whose method it is)?"""
+        subjects = list(call.args[:1])
+        if isinstance(call.func, ast.Attribute):
+            subjects.append(call.func.value)
+        return any(self._signal(unit, subject, set()) for subject in subjects)
 
 
 def _apart(forks: list[ast.If], one: int, other: int) -> bool:

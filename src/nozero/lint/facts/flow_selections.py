@@ -11,7 +11,6 @@ import ast
 
 from nozero.lint import vocab
 from nozero.lint.facts.flow_helpers import (
-    _REDUCTIONS,
     _mentions_finfo,
     _names,
     _negative,
@@ -19,11 +18,12 @@ from nozero.lint.facts.flow_helpers import (
     _passes_through,
     _statement_expressions,
     _strong,
-    _within,
 )
-from nozero.lint.facts.flow_types import _SELECT_CALLS, Flag, Route, _Unit
+from nozero.lint.facts.flow_types import Flag, Route, _Unit
 from nozero.lint.facts.scopes import FunctionNode, bound_names, parameter_names
 from nozero.lint.imports import dotted_name, last_part
+from nozero.lint.tables.propagation import LOSS_REDUCTIONS, SELECT_CALLS
+from nozero.lint.tables.reactions import HELPER_ZEROING
 
 
 class SelectionsPart:
@@ -68,7 +68,7 @@ class SelectionsPart:
                         and self._fills_what_it_tested(unit, node, found[0], extra)
                     ):
                         self._add(unit, "sentinel", stmt, found[0])
-                if called in _REDUCTIONS:
+                if called in LOSS_REDUCTIONS:
                     receiver = [node.func.value] if isinstance(node.func, ast.Attribute) else []
                     for subject in [*receiver, *node.args[:1]]:
                         self._drop(unit, stmt, subject, extra)
@@ -158,13 +158,13 @@ class SelectionsPart:
         if (
             called == "partial"
             and len(args) >= 2
-            and (last_part(self.facts.qualified(args[0]) or "") in _SELECT_CALLS)
+            and (last_part(self.facts.qualified(args[0]) or "") in SELECT_CALLS)
         ):
             found = self.flag_of(unit, args[1], extra)
             if found:
                 self._keep(unit, stmt, found)
             return
-        if called not in _SELECT_CALLS or len(args) < 2:
+        if called not in SELECT_CALLS or len(args) < 2:
             return
         found = self.flag_of(unit, args[0], extra) or self._limit_select(unit, args)
         if not found:
@@ -211,17 +211,6 @@ class SelectionsPart:
                     self._add(unit, "replace", stmt, route)
             return
         self._keep(unit, stmt, found)
-
-    def _in_evaluation_loop(self, unit: _Unit, line: int) -> bool:
-        """Is ``line`` in a loop over evaluation data (``for batch in val_loader``) that
-        takes no step: a validation pass inside the training function."""
-        return any(
-            isinstance(node, ast.For | ast.AsyncFor)
-            and _within(node, line)
-            and any(vocab.names_evaluation(name) for name in _names(node.iter))
-            and not any(map(self._is_update, ast.walk(node)))
-            for node in self.facts.nodes(unit.node)
-        )
 
     def _none_checked_after(self, unit: _Unit, key: str, line: int) -> bool:
         """Does the code below ``line`` ask whether ``key`` is None (and so go on
@@ -327,7 +316,7 @@ class SelectionsPart:
         """Does a same-file function clear the gradients (``zero_grad``, ``p.grad = None``)?"""
         for fn in self.facts.functions_named(name):
             for node in self.facts.nodes(fn):
-                if isinstance(node, ast.Call) and self._called(node) in ("zero_grad", "zero_"):
+                if isinstance(node, ast.Call) and self._called(node) in HELPER_ZEROING:
                     return True
                 if (
                     isinstance(node, ast.Assign)

@@ -17,9 +17,6 @@ from nozero.lint.imports import BLOCK_STATEMENTS
 _DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 _LOOPS = (ast.For, ast.AsyncFor, ast.While)
 _BLOCKS = (*BLOCK_STATEMENTS, ast.excepthandler, ast.match_case)
-_SELECT_CALLS = frozenset(
-    {"where", "select", "cond", "switch", "tree_where", "select_n", "select_tree"}
-)
 
 WHAT = {
     "skip": "the step is skipped here",
@@ -44,11 +41,8 @@ _ROUND_WORDS = frozenset({"epoch", "epochs", "round", "rounds", "episode", "epis
 _FORCED_SCALING = frozenset({"sentinel", "scaler_step", "apex_scale"})
 # ... and those no loss scaler ever does: dropping NaN samples or terms from the loss
 _NOT_SCALING = frozenset({"drop", "nan_drop"})
-# Calls that join a running total with one more part (``torch.cat((losses, loss))``).
-_JOINS = frozenset({"cat", "concat", "concatenate", "stack", "hstack", "vstack"})
 # Reactions that are a call, not a test: their route names the call.
 _CALL_REACTIONS = frozenset({"scaler_step", "apex_scale", "nan_drop", "clamp_loss"})
-_CLAMPS = frozenset({"clamp", "clamp_", "clip", "clip_by_value", "nan_to_num", "where"})
 
 
 @dataclass(frozen=True)

@@ -16,9 +16,12 @@ The pass reads the whole file with the standard library's ``ast``, so its answer
 depend on which parts the pre-filter hands to libcst.
 
 This module holds the walk over functions and statements. ``Flows`` mixes in the rest:
-``flow_flags`` (sources: what a test says), ``flow_reactions`` (what a branch taken on
-a flag does), ``flow_selections`` (reactions inside one statement); ``flow_types`` holds
-the records and ``flow_helpers`` the syntactic predicates they share.
+``flow_reactions`` (what a branch taken on a flag does), ``flow_selections`` (reactions
+inside one statement), ``flow_record`` (writing a reaction down, where a function steps)
+and ``flow_flags`` (sources: what a test says); ``flow_types`` holds the records and
+``flow_helpers`` the syntactic predicates they share. Each part calls only the parts
+after it in that list, never back, with one exception: reading what a same-file helper
+returns (``FlagsPart._helper_returns``) runs this walk over the helper's body.
 """
 
 from __future__ import annotations
@@ -29,22 +32,18 @@ from bisect import bisect_right
 from collections.abc import Callable, Iterator
 
 from nozero.lint import vocab
-from nozero.lint.facts import sources
 from nozero.lint.facts.flow_flags import FlagsPart
 from nozero.lint.facts.flow_helpers import (
     _DETACHING,
     _HELPER_CLASS_WORDS,
-    _IDENTITIES,
     _NAMED_TRAINING,
     _NAMES,
     _SOURCE_WORDS,
     _added_to_itself,
     _any_within,
-    _base_name,
     _caught,
     _child_statements,
     _constant_truth,
-    _is_inf,
     _is_model_class,
     _item_key,
     _key,
@@ -58,25 +57,26 @@ from nozero.lint.facts.flow_helpers import (
     _scaler_present,
     _short,
     _statements,
-    _steps_through_a_scaler,
     _tests_a_loss,
     _trains_by_itself,
     _uses_switched_scaler,
     _walk,
 )
 from nozero.lint.facts.flow_reactions import ReactionsPart
+from nozero.lint.facts.flow_record import RecordPart
 from nozero.lint.facts.flow_selections import SelectionsPart
-from nozero.lint.facts.flow_types import _CLAMPS, _DEFS, _LOOPS, WHAT, Flag, Reaction, Route, _Unit
+from nozero.lint.facts.flow_types import _DEFS, _LOOPS, WHAT, Flag, Reaction, Route, _Unit
 from nozero.lint.facts.scopes import FileFacts, FunctionNode, parameter_names
 from nozero.lint.imports import dotted_name, last_part
 from nozero.lint.lines import line_starts, split_lines
 from nozero.lint.scaling import scaler_at_work, scaler_in_lines
+from nozero.lint.tables.reactions import CLAMP_UPPER_KEYWORDS, CLAMPS, IDENTITIES
 
 # Other modules import these from here.
 __all__ = ["WHAT", "Flag", "Flows", "Reaction", "Route"]
 
 
-class Flows(ReactionsPart, SelectionsPart, FlagsPart):
+class Flows(ReactionsPart, SelectionsPart, RecordPart, FlagsPart):
     """The reactions of one file, computed once on first use."""
 
     def __init__(self, facts: FileFacts) -> None:
@@ -269,15 +269,6 @@ class Flows(ReactionsPart, SelectionsPart, FlagsPart):
         """Does a scaler work in ``branch`` (the scaler's side of an AMP switch)?"""
         return scaler_at_work(_walk(branch))
 
-    def _steps(self, fn: ast.AST) -> list[int]:
-        return sorted(node.lineno for node in self.facts.nodes(fn) if self._is_update(node))
-
-    def _is_update(self, node: ast.AST) -> bool:
-        """A call that steps (``optimizer.step()``, ``apply_updates``, ``backward``)."""
-        return isinstance(node, ast.Call) and (
-            self._called(node) in vocab.UPDATE_CALLS or _steps_through_a_scaler(node)
-        )
-
     def _trains(self, root: ast.AST) -> bool:
         """Does the code step, compute gradients or loop over batches, or is it named
         for a step or a loss (Lightning's ``training_step`` steps by returning)?"""
@@ -446,73 +437,6 @@ class Flows(ReactionsPart, SelectionsPart, FlagsPart):
         else:
             self._block(unit, handler.body, loops, None)
 
-    def _raised_after(self, unit: _Unit, branch: list[ast.stmt], before: ast.stmt) -> bool:
-        """Does the branch record an error that the function raises once the loop is left
-        (big_vision's ``error = ...; break``, then cleanup, then ``raise RuntimeError(error)``)?"""
-        recorded = {
-            name
-            for stmt in branch[: branch.index(before)]
-            if isinstance(stmt, ast.Assign)
-            for target in stmt.targets
-            for name in _names(target)
-        }
-        if not recorded or not isinstance(unit.node, ast.FunctionDef | ast.AsyncFunctionDef):
-            return False
-        return any(
-            isinstance(node, ast.Raise)
-            and node.exc is not None
-            and node.lineno > before.lineno
-            and recorded & _names(node.exc)
-            for node in self.facts.nodes(unit.node)
-        )
-
-    def _marked_with_inf(self, unit: _Unit, value: ast.expr) -> bool:
-        """Does the function itself set ``value`` (or what it indexes) to infinity? Then
-        ``value == inf`` reads a marker it wrote (tokens left out of a search), not a
-        non-finite result."""
-        base = _base_name(value)
-        if base is None or not isinstance(unit.node, ast.FunctionDef | ast.AsyncFunctionDef):
-            return False
-        return any(
-            isinstance(node, ast.Assign)
-            and _is_inf(node.value)
-            and any(_base_name(t) == base for t in node.targets)
-            for node in self.facts.nodes(unit.node)
-        )
-
-    def _clears_signal(self, unit: _Unit, call: ast.Call) -> bool:
-        """Does a zeroing call clear training signal? ``optimizer.zero_grad()`` does;
-        ``p.grad.zero_()`` does; ``self.overflow.zero_()`` resets a counter."""
-        func = call.func
-        if self._called(call) in sources.GRADIENT_CLEARING or not isinstance(func, ast.Attribute):
-            return True
-        return self._signal(unit, func.value, set())
-
-    def _cleans_tested(self, unit: _Unit, value: ast.expr | None, tested: set[str]) -> bool:
-        """Is ``value`` the tested signal cleaned: ``nan_to_num`` of it, or a ``where`` on
-        a test of the tested values that puts a constant in? The replace rules report such
-        a statement."""
-        if not isinstance(value, ast.Call):
-            return False
-        called = self._called(value)
-        if called in vocab.SANITIZERS:
-            return self._cleans_signal(unit, value)
-        return (
-            called == "where"
-            and len(value.args) == 3
-            and bool(_names(value.args[0]) & tested)
-            and any(self.facts.is_finite_constant(put) for put in value.args[1:])
-            and any(self._signal(unit, kept, set()) for kept in value.args[1:])
-        )
-
-    def _cleans_signal(self, unit: _Unit, call: ast.Call) -> bool:
-        """Does a ``nan_to_num`` call clean training signal (its argument, or the tensor
-        whose method it is)?"""
-        subjects = list(call.args[:1])
-        if isinstance(call.func, ast.Attribute):
-            subjects.append(call.func.value)
-        return any(self._signal(unit, subject, set()) for subject in subjects)
-
     def _trains_on_signal(self, unit: _Unit, guarded: list[ast.stmt]) -> bool:
         """Does the code an ``except OverflowError`` guards train (a training call, and
         training signal)? An fp16 optimizer raises it on overflowing gradients, but it
@@ -670,7 +594,7 @@ class Flows(ReactionsPart, SelectionsPart, FlagsPart):
             ):
                 continue
             targets = {_key(t) for t in branch_stmt.targets}
-            if targets & tested and self._called(branch_stmt.value) in _CLAMPS:
+            if targets & tested and self._called(branch_stmt.value) in CLAMPS:
                 self._add(unit, "clamp", branch_stmt, route)
             elif self._resets_model_output(unit, branch_stmt, targets, tested):
                 self._add(unit, "replace", branch_stmt, route)
@@ -699,7 +623,7 @@ class Flows(ReactionsPart, SelectionsPart, FlagsPart):
         ):
             value = value.func.value
         reset = self.facts.is_finite_constant(value) or (
-            isinstance(value, ast.Call) and self._called(value) in _IDENTITIES
+            isinstance(value, ast.Call) and self._called(value) in IDENTITIES
         )
         return reset and not names & parameter_names(unit.node)
 
@@ -722,7 +646,7 @@ def _clamps_a_loss(called: Callable[[ast.expr], str], stmt: ast.stmt) -> bool:
         return False
     bounds = list(value.args) if method else list(value.args[1:])
     upper = next(
-        (k.value for k in value.keywords if k.arg in ("max", "clip_value_max", "a_max")),
+        (k.value for k in value.keywords if k.arg in CLAMP_UPPER_KEYWORDS),
         bounds[1] if len(bounds) > 1 else None,
     )
     return upper is not None and not (isinstance(upper, ast.Constant) and upper.value is None)

@@ -13,6 +13,7 @@ from nozero.lint import vocab
 from nozero.lint.facts.sources import PREDICATE_POLARITY
 from nozero.lint.imports import dotted_name, last_part
 from nozero.lint.lines import line_starts
+from nozero.lint.tables.propagation import NONFINITE_TRUTH_KEEPING
 
 FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef
 _SCOPE_BOUNDARY = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
@@ -22,33 +23,11 @@ _DESCRIBING_CALLS = frozenset({"len", "size", "dim", "numel", "nelement"})
 # The methods a loss class computes its loss in (torch ``forward``, Keras ``call``).
 _LOSS_ENTRY_METHODS = frozenset({"forward", "__call__", "call"})
 _NO_GRADIENT_BLOCKS = frozenset({"no_grad", "inference_mode"})
-# Reductions that keep a finiteness test a test (``isnan(g).any()``, ``jnp.all(ok)``),
-# and conversions that gather tests into one array (``jnp.array([isfinite(u) ...])``).
-_BOOLEAN_CALLS = frozenset(
-    {
-        "all",
-        "any",
-        "bool",
-        "logical_and",
-        "logical_or",
-        "logical_not",
-        "tree_all",
-        "item",
-        "array",
-        "asarray",
-        "stack",
-        "tensor",
-        "convert_to_tensor",
-    }
-)
 
 # Words that keep a call named for a metric a training call (``train_and_evaluate``,
 # ``accuracy_loss``).
 _TRAINING_NAME_WORDS = frozenset({"loss", "train", "step", "grad", "grads", "update"})
 _DIVISIONS = frozenset({"div", "div_", "divide", "true_divide", "true_divide_"})
-# ``nan_to_num`` keywords naming the value cleaned (``nan=``, ``posinf=`` name what
-# replaces it).
-SANITIZED_KEYWORDS = frozenset({"x", "input", "out"})
 # Words of a name for a constant that is not finite (``NEG_INF``, ``self.neg_inf``).
 _NONFINITE_WORDS = frozenset({"inf", "infinity", "nan", "infty", "ninf", "pinf"})
 _SIGN_WORDS = frozenset({"neg", "pos", "minus", "plus", "negative", "positive", "n", "p"})
@@ -94,9 +73,6 @@ def self_comparable(node: ast.expr) -> bool:
 
 def _names_in(node: ast.AST) -> set[str]:
     return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
-
-
-_INFINITY_TESTS = frozenset({"isinf", "isneginf", "isposinf", "is_inf"})
 
 
 def _names_logits(node: ast.expr) -> bool:
@@ -279,7 +255,7 @@ def _true_when_nonfinite(value: ast.expr) -> bool:
     if not isinstance(value, ast.Call):
         return False
     name = last_part(dotted_name(value.func) or "")
-    if name in ("any", "all", "bool", "item", "logical_or"):
+    if name in NONFINITE_TRUTH_KEEPING:
         inner = [value.func.value] if isinstance(value.func, ast.Attribute) else []
         return any(_true_when_nonfinite(v) for v in [*inner, *value.args])
     return PREDICATE_POLARITY.get(name) is True

@@ -25,6 +25,7 @@ from nozero.lint.facts.scope_ast import (
 )
 from nozero.lint.imports import child_statements, dotted_name, last_part
 from nozero.lint.scaling import scaler_in_lines
+from nozero.lint.tables.reactions import SANITIZER_FILL_KEYWORDS
 
 
 class FunctionFacts:
@@ -215,7 +216,7 @@ class FunctionFacts:
         flow through the product."""
         keywords = {k.arg: k.value for k in call.keywords if k.arg}
         if keywords and all(
-            self._is_nan_constant(keywords.get(name)) for name in ("nan", "posinf", "neginf")
+            self._is_nan_constant(keywords.get(name)) for name in SANITIZER_FILL_KEYWORDS
         ):
             return True
         receiver = call.func.value if isinstance(call.func, ast.Attribute) else None

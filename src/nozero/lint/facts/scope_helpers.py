@@ -12,7 +12,6 @@ from nozero.lint.facts.scope_ast import (
     _CONVERSION_WORDS,
     _NONFINITE_WORDS,
     _SIGN_WORDS,
-    SANITIZED_KEYWORDS,
     FunctionNode,
     Scope,
     _is_mask,
@@ -20,6 +19,7 @@ from nozero.lint.facts.scope_ast import (
     _true_when_nonfinite,
     parameter_names,
 )
+from nozero.lint.tables.reactions import SANITIZED_KEYWORDS
 
 
 class HelperFacts:

@@ -259,11 +259,6 @@ class SignalFacts:
             for node in ast.walk(value)
         )
 
-    def called(self, func: ast.expr) -> str:
-        """The last part of what a call goes to, resolved through the file's imports
-        (``np.isnan`` -> ``isnan``; ``self.helper`` -> ``helper``)."""
-        return last_part(self.qualified(func) or getattr(func, "attr", None))
-
     def _calls_model(self, value: ast.expr) -> bool:
         """Is ``value`` computed by calling a model (``model(x)``, ``self.proj(x)``,
         ``state.apply_fn(params, x)``, ``self.encoder.extract_features(x)``)?"""

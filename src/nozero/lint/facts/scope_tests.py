@@ -10,8 +10,6 @@ from collections.abc import Iterator
 
 from nozero.lint import vocab
 from nozero.lint.facts.scope_ast import (
-    _BOOLEAN_CALLS,
-    _INFINITY_TESTS,
     _TRAINING_NAME_WORDS,
     Scope,
     _asks_about,
@@ -23,16 +21,15 @@ from nozero.lint.facts.scope_ast import (
     self_comparable,
     source_segment,
 )
-from nozero.lint.imports import dotted_name, last_part, resolve
+from nozero.lint.imports import dotted_name, last_part
+from nozero.lint.tables.propagation import BOOLEAN_CALLS
+from nozero.lint.tables.sources import INFINITY_TESTS
 
 
 class ExpressionFacts:
     """Expressions, finiteness tests and guards, the mixin part of ``FileFacts``."""
 
     # ---- expressions ----------------------------------------------------------------
-    def qualified(self, node: ast.expr) -> str | None:
-        dotted = dotted_name(node)
-        return resolve(dotted, self.aliases) if dotted else None
 
     def _is_grad_transform(self, value: ast.expr, scope: Scope) -> bool:
         if isinstance(value, ast.Call):
@@ -161,7 +158,7 @@ class ExpressionFacts:
         name = self.called(call.func)
         subject = self.predicate_subject(call)
         if subject is not None:
-            if name in _INFINITY_TESTS and _names_logits(subject):
+            if name in INFINITY_TESTS and _names_logits(subject):
                 return False  # ``isinf(student_logits)``: where logits were masked to -inf
             return lens.signal(subject)
         helper = self.helper_name(call.func)
@@ -172,7 +169,7 @@ class ExpressionFacts:
         if name in vocab.SELECTORS:
             return False
         receiver = [call.func.value] if isinstance(call.func, ast.Attribute) else []
-        if name in _BOOLEAN_CALLS:  # ``jnp.all(jnp.isfinite(g))``, ``isnan(g).any()``
+        if name in BOOLEAN_CALLS:  # ``jnp.all(jnp.isfinite(g))``, ``isnan(g).any()``
             return any(
                 self._test(e, lens)
                 for e in (*receiver, *call.args, *(k.value for k in call.keywords))
@@ -262,7 +259,7 @@ class ExpressionFacts:
                 values = [v for v in node.values if v is not None]
             elif isinstance(node, ast.Call) and last_part(
                 self.qualified(node.func) or getattr(node.func, "attr", None)
-            ) not in (vocab.SELECTORS | _BOOLEAN_CALLS | vocab.OBSERVING_CALLS | {"partial"}):
+            ) not in (vocab.SELECTORS | BOOLEAN_CALLS | vocab.OBSERVING_CALLS | {"partial"}):
                 values = [*node.args, *(k.value for k in node.keywords)]
             else:
                 continue

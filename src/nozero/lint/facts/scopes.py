@@ -10,7 +10,9 @@ answer never depends on which statements libcst was shown.
 The answers are split by concern into mixins, one module each (``scope_functions``,
 ``scope_signal``, ``scope_tests``, ``scope_helpers``), over the shared ``ast`` helpers
 of ``scope_ast``; this module joins them into ``FileFacts`` and re-exports the names other
-modules import from it.
+modules import from it. ``scope_base`` (walks, bindings, name resolution) asks no other
+part and ``scope_functions`` only the base; signal, tests and helpers ask one another,
+since whether a value is signal can hang on what a same-file helper returns.
 """
 
 from __future__ import annotations
@@ -22,21 +24,20 @@ from typing import Any
 from nozero.lint.facts.scope_ast import (
     FunctionNode,
     Scope,
-    _bindings,
     bound_names,
     compares_itself,
     parameter_names,
-    scope_nodes,
     self_comparable,
     source_segment,
 )
+from nozero.lint.facts.scope_base import BaseFacts
 from nozero.lint.facts.scope_functions import FunctionFacts
 from nozero.lint.facts.scope_helpers import HelperFacts
 from nozero.lint.facts.scope_signal import SignalFacts
 from nozero.lint.facts.scope_tests import ExpressionFacts
 
 
-class FileFacts(FunctionFacts, SignalFacts, ExpressionFacts, HelperFacts):
+class FileFacts(FunctionFacts, SignalFacts, ExpressionFacts, HelperFacts, BaseFacts):
     """Lazy, memoized answers about training signal in one parsed file."""
 
     def __init__(
@@ -66,20 +67,6 @@ class FileFacts(FunctionFacts, SignalFacts, ExpressionFacts, HelperFacts):
         self._bindings_memo: dict[int, list[tuple[set[str], ast.expr]]] = {}
         self._nodes_memo: dict[int, list[ast.AST]] = {}
         self.flows: Any = None  # the file's finiteness flows, built by ``facts.reactions``
-
-    def nodes(self, root: ast.AST) -> list[ast.AST]:
-        """``scope_nodes(root)``, walked once: a function is asked about many times."""
-        key = id(root)
-        found = self._nodes_memo.get(key)
-        if found is None:
-            found = self._nodes_memo[key] = list(scope_nodes(root))
-        return found
-
-    def bindings(self, root: ast.AST) -> list[tuple[set[str], ast.expr]]:
-        key = id(root)
-        if key not in self._bindings_memo:
-            self._bindings_memo[key] = _bindings(self.nodes(root))
-        return self._bindings_memo[key]
 
 
 # The names other modules import from here, defined in the modules above.

@@ -1,4 +1,5 @@
-"""Where finiteness facts come from: predicates, library helpers, reductions of a flag.
+"""Where finiteness facts come from, as the flow pass reads them: the names here are the
+tables' (``nozero.lint.tables``), re-exported so that the pass keeps one import.
 
 Each source has a polarity: ``True`` when the value being true means "non-finite"
 (``isnan``, ``overflow``, ``found_inf``), ``False`` when it means "finite" (``isfinite``,
@@ -7,69 +8,24 @@ Each source has a polarity: ``True`` when the value being true means "non-finite
 
 from __future__ import annotations
 
-from nozero.lint import vocab
-
-# Predicates: name -> True when a true result means non-finite.
-PREDICATE_POLARITY = {
-    "isnan": True,
-    "isinf": True,
-    "isneginf": True,
-    "isposinf": True,
-    "is_nan": True,
-    "is_inf": True,
-    "isfinite": False,
-    "is_finite": False,
-}
-assert set(PREDICATE_POLARITY) == vocab.PREDICATES
-
-OVERFLOW_HELPERS = vocab.OVERFLOW_HELPERS
-FINITE_HELPERS = vocab.FINITE_HELPERS
-BAD_FLAG_NAMES = vocab.BAD_FLAG_NAMES
-GOOD_FLAG_NAMES = vocab.GOOD_FLAG_NAMES
-# Calls that keep the meaning of the flag they reduce or move.
-FLAG_REDUCTIONS = frozenset(
-    {
-        "all",
-        "any",
-        "bool",
-        "item",
-        "float",
-        "int",
-        "logical_and",
-        "logical_or",
-        "tree_all",
-        "all_reduce",
-        "psum",
-        "pmax",
-        "pmin",
-        "pmean",
-        "reduce_all",
-        "reduce_any",
-        "reduce_max",
-        "cpu",
-        "to",
-        "cuda",
-        "numpy",
-        "tolist",
-        "array",
-        "asarray",
-        "tensor",
-        "stack",
-        "sum",
-        "max",
-        "FloatTensor",
-        "ByteTensor",
-        "IntTensor",
-        "squeeze",
-        "detach",
-        "reduce",
-        "all_gather",
-    }
+from nozero.lint.tables.propagation import FLAG_REDUCTIONS
+from nozero.lint.tables.reactions import FILL_CALLS, GRADIENT_CLEARING, ZEROING_CALLS
+from nozero.lint.tables.sources import (
+    BAD_FLAG_NAMES,
+    FINITE_HELPERS,
+    GOOD_FLAG_NAMES,
+    OVERFLOW_HELPERS,
+    PREDICATE_POLARITY,
 )
-# Calls that zero gradients (or updates) in place or by value.
-ZEROING_CALLS = frozenset(
-    {"zero_grad", "zero_", "zeros_like", "zero_grads", "clear_grads", "set_to_zero"}
-)
-FILL_CALLS = frozenset({"fill_", "fill"})
-# Zeroing calls that clear gradients whatever they are called on (an optimizer, a model).
-GRADIENT_CLEARING = frozenset({"zero_grad", "zero_grads", "clear_grads"})
+
+__all__ = [
+    "BAD_FLAG_NAMES",
+    "FILL_CALLS",
+    "FINITE_HELPERS",
+    "FLAG_REDUCTIONS",
+    "GOOD_FLAG_NAMES",
+    "GRADIENT_CLEARING",
+    "OVERFLOW_HELPERS",
+    "PREDICATE_POLARITY",
+    "ZEROING_CALLS",
+]

@@ -1,0 +1,203 @@
+"""Reactions: what code does once it knows a value is not finite. Zeroing, filling,
+sanitizing, clamping, raising and stepping are reactions; logging only observes.
+
+To add a shape: add an entry here, with a comment showing the code it stands for, and a
+VALID/INVALID case in ``tests/lint/test_corpus.py`` (a ``Case`` with the findings it must
+produce, none for a VALID one) that fails without the entry.
+"""
+
+from __future__ import annotations
+
+# ---- zeroing and filling -------------------------------------------------------------
+# Calls that zero gradients (or updates) in place or by value.
+ZEROING_CALLS = frozenset(
+    {
+        "zero_grad",  # if not finite: optimizer.zero_grad()
+        "zero_",  # p.grad.zero_()
+        "zeros_like",  # grads = jax.tree.map(jnp.zeros_like, grads)
+        "zero_grads",  # model.zero_grads()
+        "clear_grads",  # paddle-style: opt.clear_grads()
+        "set_to_zero",  # updates = optax.set_to_zero()
+    }
+)
+# Zeroing calls that clear gradients whatever they are called on (an optimizer, a model).
+GRADIENT_CLEARING = frozenset(
+    {
+        "zero_grad",  # model.zero_grad()
+        "zero_grads",  # trainer.zero_grads()
+        "clear_grads",  # opt.clear_grads()
+    }
+)
+# Fills that zero when their argument is zero.
+FILL_CALLS = frozenset(
+    {
+        "fill_",  # p.grad.fill_(0)
+        "fill",  # buffer.fill(0)
+    }
+)
+# What a substitution puts in place of a non-finite value: a constant fill (``zeros_like``)
+# or a named constant (``jnp.nan``), as opposed to another computed value.
+CONSTANT_FILLS = frozenset(
+    {
+        "zeros",  # torch.zeros(n)
+        "zeros_like",  # torch.where(bad, torch.zeros_like(g), g)
+        "ones",  # jnp.ones(shape)
+        "ones_like",  # torch.ones_like(scale)
+        "full",  # torch.full(shape, 1e4)
+        "full_like",  # jnp.full_like(x, -1e9)
+        "fill",  # tf.fill(shape, 0.0)
+    }
+)
+# Conversions that are a constant only when what they convert is one (``tensor(0.0)``).
+CONSTANT_CONVERSIONS = frozenset(
+    {
+        "constant",  # tf.constant(0.0)
+        "array",  # jnp.array(0.0)
+        "asarray",  # np.asarray(0.0)
+        "tensor",  # torch.tensor(0.0)
+        "float",  # float("inf")
+    }
+)
+# Named constants (``jnp.nan``, ``math.inf``, ``np.pi``).
+CONSTANT_NAMES = frozenset({"nan", "inf", "NaN", "Inf", "pi", "e"})
+# The identity matrix, put in place of a non-finite one (``torch.eye(n)``).
+IDENTITIES = frozenset(
+    {
+        "eye",  # torch.eye(n)
+        "identity",  # np.identity(n)
+        "eye_like",  # a project's eye_like(cov)
+    }
+)
+
+# ---- sanitizing and clamping ---------------------------------------------------------
+# Functions and tensor methods that overwrite non-finite values.
+SANITIZERS = frozenset(
+    {
+        "nan_to_num",  # torch.nan_to_num(grad, nan=0.0), jnp.nan_to_num(x)
+        "nan_to_num_",  # p.grad.nan_to_num_(0.0)
+    }
+)
+# Masked overwrites (``x.masked_fill(torch.isnan(x), 0)``).
+MASKED_FILL = frozenset(
+    {
+        "masked_fill",  # x.masked_fill(~torch.isfinite(x), 0.0)
+        "masked_fill_",  # x.masked_fill_(torch.isnan(x), 0.0)
+    }
+)
+# Calls that clamp a value into a range (a clamped infinite loss trains on the bound).
+CLAMP_CALLS = frozenset(
+    {
+        "clamp",  # loss = torch.clamp(loss, max=1e4)
+        "clip",  # loss = loss.clip(0, 10)
+        "clip_by_value",  # loss = tf.clip_by_value(loss, 0.0, 1e4)
+    }
+)
+# What a branch on a non-finite test binds to keep activations in range.
+CLAMPS = CLAMP_CALLS | {
+    "clamp_",  # if not torch.isfinite(h).all(): h.clamp_(-1e4, 1e4)
+    "nan_to_num",  # if torch.isnan(h).any(): h = torch.nan_to_num(h)
+    "where",  # if bad: h = torch.where(torch.isinf(h), 1e4, h)
+}
+# Reductions that leave NaN elements out (``losses.nanmean()``): per-sample NaN losses
+# vanish from the loss without a test.
+NAN_REDUCTIONS = frozenset(
+    {
+        "nanmean",  # loss = losses.nanmean()
+        "nansum",  # loss = torch.nansum(losses)
+    }
+)
+
+# ---- raising, stepping, observing ----------------------------------------------------
+# Calls that check values and raise (a periodic one is the informational rule's concern).
+CHECK_CALLS = frozenset(
+    {
+        "check_finite",  # check_finite(grads): raises on a non-finite value
+        "check_numerics",  # tf.debugging.check_numerics(loss, "loss")
+    }
+)
+# Calls that stop the program or raise when a check fails, or stop it in a debugger
+# (``pdb.set_trace()``, ``breakpoint()``): an investigation, which is what the rule asks.
+RAISING_CALLS = frozenset(
+    {
+        "check_finite",  # check_finite(x)
+        "check",  # checkify.check(jnp.isfinite(x).all(), "nan")
+        "check_numerics",  # tf.debugging.check_numerics(x, msg)
+        "exit",  # sys.exit(1)
+        "_exit",  # os._exit(1)
+        "abort",  # os.abort()
+        "fail",  # pytest.fail("loss is nan")
+        "set_trace",  # pdb.set_trace()
+        "breakpoint",  # breakpoint()
+        "post_mortem",  # pdb.post_mortem()
+    }
+)
+# Calls that apply an optimizer step (a check guarding one skips the step).
+UPDATE_CALLS = frozenset(
+    {
+        "step",  # if finite: optimizer.step()
+        "apply_updates",  # params = optax.apply_updates(params, updates)
+        "apply_gradients",  # optimizer.apply_gradients(zip(grads, vars))
+        "backward",  # loss.backward()
+        "minimize",  # optimizer.minimize(loss, var_list)
+    }
+)
+# Calls that only observe: logging or printing a flag records nothing.
+OBSERVING_CALLS = frozenset(
+    {
+        "debug",  # logger.debug("nan loss")
+        "info",  # logger.info(...)
+        "warning",  # logger.warning("loss is nan")
+        "warn",  # warnings.warn("overflow")
+        "error",  # logger.error(...)
+        "exception",  # logger.exception(...)
+        "critical",  # logger.critical(...)
+        "log",  # self.log("nan", is_nan)
+        "print",  # print("nan detected")
+        "format",  # "{}".format(flag)
+        "log_scalar",  # logger.log_scalar("overflow", overflow)
+        "log_metrics",  # logger.log_metrics({"nan": has_nan})
+        "log_dict",  # self.log_dict({"found_inf": found_inf})
+        "add_scalar",  # writer.add_scalar("overflow", overflow, step)
+        "write",  # sys.stderr.write("nan\n")
+        "set_postfix",  # pbar.set_postfix(nan=has_nan)
+        "rank_zero_warn",  # Lightning: rank_zero_warn("nan loss")
+        "rank_zero_info",  # Lightning: rank_zero_info(...)
+        "print_rank_0",  # Megatron: print_rank_0("skipped")
+        "log_dist",  # DeepSpeed: log_dist("overflow", ranks=[0])
+        "str",  # str(overflow)
+        "repr",  # repr(flag)
+        "append",  # nan_steps.append(step)
+    }
+)
+
+# ---- keywords of reacting calls -------------------------------------------------------
+# ``nan_to_num`` keywords naming the value cleaned (``nan=``, ``posinf=`` name what
+# replaces it).
+SANITIZED_KEYWORDS = frozenset(
+    {
+        "x",  # np.nan_to_num(x=grads)
+        "input",  # torch.nan_to_num(input=grad, nan=0.0)
+        "out",  # torch.nan_to_num(g, out=g)
+    }
+)
+# ``nan_to_num`` keywords naming what replaces each kind of non-finite value.
+SANITIZER_FILL_KEYWORDS = (
+    "nan",  # torch.nan_to_num(g, nan=float("nan"))
+    "posinf",  # np.nan_to_num(x, posinf=np.nan)
+    "neginf",  # jnp.nan_to_num(x, neginf=jnp.nan)
+)
+# Keywords of a clamp's upper bound (an infinite loss becomes this bound).
+CLAMP_UPPER_KEYWORDS = frozenset(
+    {
+        "max",  # torch.clamp(loss, max=1e4)
+        "clip_value_max",  # tf.clip_by_value(loss, clip_value_min=0.0, clip_value_max=1e4)
+        "a_max",  # np.clip(loss, a_min=0, a_max=1e4)
+    }
+)
+# Calls by which a same-file helper clears the gradients it is given.
+HELPER_ZEROING = frozenset(
+    {
+        "zero_grad",  # def reset(model): model.zero_grad()
+        "zero_",  # def clear(ps): for p in ps: p.grad.zero_()
+    }
+)
