@@ -131,6 +131,16 @@ RAISING_CALLS = frozenset(
         "post_mortem",  # pdb.post_mortem()
     }
 )
+# Words of a flag whose setting asks the run to end: the loop that reads it stops for
+# good. Set where a value is not finite, it is a halt, as a raise is, not a skip.
+STOP_FLAG_WORDS = frozenset(
+    {
+        "stop",  # self.model.stop_training = True (Keras); trainer.should_stop = True
+        "terminate",  # self.terminate_run = True
+        "halt",  # state.halt = True
+        "abort",  # self.abort_training = True
+    }
+)
 # Calls that apply an optimizer step (a check guarding one skips the step).
 UPDATE_CALLS = frozenset(
     {
