@@ -19,7 +19,8 @@ counts a finding inside the ``if`` statement that starts at a site's line (the s
 
 Samples: the first is ``heldout_repos.tsv`` and ``heldout_labels.tsv``; a later one,
 named ``NAME``, is ``heldout_NAME_repos.tsv`` and ``heldout_NAME_labels.tsv``
-(``--sample NAME``; ``--sample v2`` is the second, seven repositories).
+(``--sample NAME``; ``--sample v2`` is the second, seven repositories; ``--sample v3``
+the third, seven more).
 
 Sources: ``benchmarks/_work/heldout/<owner>+<name>/`` (git-ignored). A missing tree is
 downloaded from GitHub's archive of the recorded commit (Python files only).
