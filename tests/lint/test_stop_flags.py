@@ -1,6 +1,7 @@
 """A flag that asks the run to end (``stop_training``, ``should_stop``), set where a loss
 is not finite and read by a loop that leaves on it, is a halt: the training stops, as a
-raise would stop it. The same flag named for a skip, read the same way, still skips."""
+raise would stop it. The same flag named for a skip, or for stopping one part of the step
+(``stop_update``), read the same way, still skips."""
 
 from __future__ import annotations
 
@@ -97,6 +98,10 @@ class Model:
 """
 
 
+# A flag that stops one part of the step, not the run: still a skip.
+TORCH_STOP_UPDATE = TORCH_SKIP.replace("skip_batch", "stop_update")
+
+
 def codes(source: str) -> list[tuple[int, str]]:
     return [(f.line, f.code) for f in lint_source(textwrap.dedent(source), "train.py")]
 
@@ -110,7 +115,8 @@ def test_a_stop_flag_set_on_a_nan_loss_is_a_halt(source: str) -> None:
     assert codes(source) == []
 
 
-def test_a_skip_flag_on_the_same_route_is_still_a_skipped_step() -> None:
-    found = codes(TORCH_SKIP)
+@pytest.mark.parametrize("source", [TORCH_SKIP, TORCH_STOP_UPDATE], ids=["skip", "stop-update"])
+def test_a_skip_flag_on_the_same_route_is_still_a_skipped_step(source: str) -> None:
+    found = codes(source)
     assert found and {code for _, code in found} <= {"NZ201"}
     assert any(line == 14 for line, _ in found), found

@@ -75,6 +75,7 @@ from nozero.lint.tables.reactions import (
     CLAMPS,
     IDENTITIES,
     STOP_FLAG_WORDS,
+    STOP_PART_WORDS,
 )
 
 # Other modules import these from here.
@@ -659,5 +660,7 @@ def _clamps_a_loss(called: Callable[[ast.expr], str], stmt: ast.stmt) -> bool:
 
 def _asks_to_stop(key: str) -> bool:
     """Is ``key`` a flag that ends the run once set (``self.model.stop_training``,
-    ``trainer.should_stop``)? Setting it on a non-finite value is a halt: no route."""
-    return bool(set(vocab.name_words(key.rsplit(".", 1)[-1])) & STOP_FLAG_WORDS)
+    ``trainer.should_stop``)? Setting it on a non-finite value is a halt: no route. A
+    flag that stops one step or a part of it (``stop_update``) is a skip."""
+    words = set(vocab.name_words(key.rsplit(".", 1)[-1]))
+    return bool(words & STOP_FLAG_WORDS) and not words & STOP_PART_WORDS

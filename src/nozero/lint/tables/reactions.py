@@ -141,6 +141,22 @@ STOP_FLAG_WORDS = frozenset(
         "abort",  # self.abort_training = True
     }
 )
+# Words that make a stop flag stop one step or one part of it, not the run: such a flag
+# is a skip (``self.stop_update = True`` ... ``if self.stop_update: continue``).
+STOP_PART_WORDS = frozenset(
+    {
+        "update",  # stop_update
+        "updates",  # halt_updates
+        "step",  # stop_step
+        "grad",  # stop_grad
+        "grads",  # stop_grads
+        "gradient",  # stop_gradient_flag
+        "backward",  # stop_backward
+        "batch",  # abort_batch
+        "iteration",  # stop_iteration
+        "iter",  # stop_iter
+    }
+)
 # Calls that apply an optimizer step (a check guarding one skips the step).
 UPDATE_CALLS = frozenset(
     {
