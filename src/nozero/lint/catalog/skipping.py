@@ -40,8 +40,9 @@ The reaction is one of these:
 - in a decorator's wrapper, `return None` (or a constant) in place of the wrapped
   step's result: Lightning skips a step whose `training_step` returns None.
 
-One branch raising does not excuse another that goes on. The finding is at the
-reaction. Its message names the route, e.g. `bad set at line 12 from isnan(loss); the
+One branch raising does not excuse another that goes on. A flag named for ending
+the run (`self.model.stop_training = True`, `trainer.should_stop = True`) is no skip:
+the run ends, as it would on a raise. The finding is at the reaction. Its message names the route, e.g. `bad set at line 12 from isnan(loss); the
 step is skipped here`.
 
 ## Why it is harmful
