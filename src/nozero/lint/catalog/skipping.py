@@ -42,8 +42,8 @@ The reaction is one of these:
 
 One branch raising does not excuse another that goes on. A flag named for ending
 the run (`self.model.stop_training = True`, `trainer.should_stop = True`) is no skip:
-the run ends, as it would on a raise. The finding is at the reaction. Its message names the route, e.g. `bad set at line 12 from isnan(loss); the
-step is skipped here`.
+the run ends, as it would on a raise. The finding is at the reaction. Its message
+names the route, e.g. `bad set at line 12 from isnan(loss); the step is skipped here`.
 
 ## Why it is harmful
 Skipping hides the bad step: the data or the bug that produced it is never looked at, and
