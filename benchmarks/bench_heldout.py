@@ -113,7 +113,17 @@ def lint(tree: Path, every_rule: bool, src: Path | None) -> list[dict]:
     done = subprocess.run(
         command, cwd=tree, capture_output=True, text=True, timeout=3600, env=env, check=True
     )
-    return json.loads(done.stdout)
+    # A tree holds the repository's regular files (as the download above keeps them). A
+    # tree built another way may hold symlinks (icefall links one recipe's modules into
+    # the others): a linked file repeats its target's findings, on no labelled site.
+    return [f for f in json.loads(done.stdout) if not _linked(tree, f["path"])]
+
+
+def _linked(tree: Path, path: str) -> bool:
+    """Is ``path`` (relative to ``tree``) a symlink, or inside a symlinked directory?"""
+    full = tree.absolute() / path
+    inside = [full, *full.parents][: len(Path(path).parts)]  # up to, not including, tree
+    return any(p.is_symlink() for p in inside)
 
 
 def statement_end(tree: Path, site: Site) -> int:
