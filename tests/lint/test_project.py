@@ -530,3 +530,17 @@ def test_a_file_changed_after_its_project_was_read_is_read_again(lint, tmp_path,
     monkeypatch.setattr(project_module.Project, "__init__", read_then_rewrite)
     result = lint(str(root), "--no-cache", "--jobs", "1")
     assert ("step.py", BAD_LINE, "NZ101") in _findings(result.out, root)
+
+
+@pytest.mark.parametrize("comment", ["# noqa: NZ101", "# NoQa: nz101", "# NOQA:NZ1"])
+def test_a_suppression_in_a_module_without_trigger_text_is_still_checked(comment, lint, tmp_path):
+    """The first pass screens each module for trigger text and for a suppression naming
+    a nozero code, whatever its case: one that suppresses nothing is reported (NZ003),
+    and a module with neither is not."""
+    root = tmp_path / "project"
+    write(root / "pyproject.toml", "")
+    write(root / "util.py", f"def add(a, b):\n    return a + b  {comment}\n")
+    write(root / "plain.py", "def add(a, b):\n    return a + b  # noqa: E501\n")
+    result = lint("--no-cache", str(root))
+    assert result.code == 1, result.err
+    assert _findings(result.out, root) == {("util.py", 2, "NZ003")}

@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from nozero.lint.cache import code_fingerprint, file_entry, write_json_atomically
+from nozero.lint.cache import code_fingerprint, content_hash, file_entry, write_json_atomically
 from nozero.lint.files import DEFAULT_EXCLUDE, FileFinder, compile_patterns
 from nozero.lint.prefilter import could_hold_finding
 from nozero.lint.summary import EMPTY, Helper, Summary, Switch, summarize
@@ -117,7 +117,7 @@ class SummaryStore:
         return None if cached is None else Summary.from_json(cached)
 
     def by_content(self, data: bytes) -> tuple[str, Summary | None]:
-        digest = hashlib.blake2b(data, digest_size=16).hexdigest()
+        digest = content_hash(data)  # the runner's cache key too: hashed once
         return digest, self._summary(digest)
 
     def record(self, path: str, stat: os.stat_result, digest: str, summary: Summary) -> None:
@@ -154,9 +154,10 @@ def _directory_stamp(directory: str) -> list[int]:
     return [own, ignore]
 
 
-def summarize_bytes(item: tuple[str, bytes]) -> list:
-    """The summary (as JSON data) of one module's bytes: run in worker processes."""
-    path, data = item
+def summarize_bytes(item: tuple[str, bytes, str]) -> list:
+    """The summary (as JSON data) of one module's bytes (path, bytes, content hash): run
+    in worker processes."""
+    path, data, _ = item
     try:
         source = data.decode("utf-8")
     except UnicodeDecodeError:
@@ -164,12 +165,13 @@ def summarize_bytes(item: tuple[str, bytes]) -> list:
     return summarize(source, path).to_json()
 
 
-# ``mapper(function, items)``: the results of ``function`` over ``items``, in order, maybe
-# computed in other processes.
-Mapper = Callable[[Callable[[tuple[str, bytes]], list], list[tuple[str, bytes]]], Iterable[list]]
+# ``mapper(function, items)``: the results of ``function`` over ``items`` (each module's
+# path, bytes and content hash, hashed once), in order, maybe computed in other processes.
+Item = tuple[str, bytes, str]
+Mapper = Callable[[Callable[[Item], list], list[Item]], Iterable[list]]
 
 
-def _serial(function: Callable[[tuple[str, bytes]], list], items: list) -> Iterable[list]:
+def _serial(function: Callable[[Item], list], items: list[Item]) -> Iterable[list]:
     return map(function, items)
 
 
@@ -199,7 +201,7 @@ class Project:
                 continue
             self.modules[absolute] = summary
             store.record(absolute, stat, digest, summary)
-        found = mapper(summarize_bytes, [(path, data) for path, _, _, data in missing])
+        found = mapper(summarize_bytes, [(path, data, digest) for path, _, digest, data in missing])
         for (path, stat, digest, _), data in zip(missing, found, strict=True):
             self.modules[path] = Summary.from_json(data)
             store.record(path, stat, digest, self.modules[path])
@@ -251,6 +253,7 @@ class Project:
         helpers: dict[str, Helper] = {}
         calls: dict[str, list[Route]] = {}
         absolute = path.absolute().as_posix()
+        directory = absolute.rpartition("/")[0]
         own = self.modules.get(absolute)
         if own is not None:  # its own functions and classes, called in the same file
             for name, switches in _callables(own).items():
@@ -264,7 +267,7 @@ class Project:
             (local, target, attribute)
             for local, module, attribute in imports
             if module.lstrip(".").replace(".", "/") in self._targets
-            and (target := self._module_file(path, module)) is not None
+            and (target := self._module_file(directory, module)) is not None
             and _offers(self.modules[target], attribute)
         ]
         mentions = bool(reached) and (
@@ -305,11 +308,11 @@ class Project:
                     return True
         return False
 
-    def _module_file(self, path: Path, module: str) -> str | None:
-        """The project file a dotted module name (``.`` first: relative) stands for."""
+    def _module_file(self, directory: str, module: str) -> str | None:
+        """The project file a dotted module name (``.`` first: relative) stands for, in a
+        module of ``directory`` (absolute, POSIX)."""
         level = len(module) - len(module.lstrip("."))
         dotted = module[level:].replace(".", "/")
-        directory = path.absolute().parent.as_posix()
         if level:
             bases = [directory.rsplit("/", level - 1)[0] if level > 1 else directory]
         else:

@@ -23,7 +23,7 @@ from nozero.lint.config import Selection
 from nozero.lint.files import is_test_module
 from nozero.lint.finding import Finding, Problem
 from nozero.lint.noqa import has_nozero_noqa
-from nozero.lint.project import Project, Projects, View
+from nozero.lint.project import Item, Project, Projects, View
 
 if TYPE_CHECKING:
     import multiprocessing.context
@@ -154,7 +154,7 @@ def _lint_and_summarize(path: str, data: bytes, job: Job | None) -> FirstPass:
     from nozero.lint.summary import EMPTY
 
     if job is None:
-        return summarize_bytes((path, data)), None, None
+        return summarize_bytes((path, data, "")), None, None
 
     try:
         source = decode_source(data)
@@ -245,13 +245,15 @@ class Runner:
         self._executor: ProcessPoolExecutor | None = None
         self._linting: set[str] = set()  # the absolute paths this run lints
 
-    def _map(self, function: Callable[[tuple[str, bytes]], list], items: list) -> Iterable[list]:
+    def _map(self, function: Callable[[Item], list], items: list[Item]) -> Iterable[list]:
         """The summaries of the project's modules that have none yet. Each module this
         run lints is linted in the same pass (without a view: most files have none) and
         its imports read, spread over processes, and the outcome kept for the file's own
         turn, which then costs nothing; the others are only summarised (no libcst). The
         workers screen the text, so the parent reads each module once and screens none."""
-        work = [(path, data, self.job if path in self._linting else None) for path, data in items]
+        work = [
+            (path, data, self.job if path in self._linting else None) for path, data, _ in items
+        ]
         if len(work) < MIN_FILES_FOR_POOL or self.jobs == 1:
             done = [_lint_and_summarize(*item) for item in work]
         else:
@@ -264,8 +266,7 @@ class Runner:
             done = [found[0]] * len(work)
             for position, index in enumerate(order):
                 done[index] = found[position]
-        for (path, data), (_, outcome, imports) in zip(items, done, strict=True):
-            digest = content_hash(data)
+        for (path, data, digest), (_, outcome, imports) in zip(items, done, strict=True):
             if path in self._linting:  # the file's own turn takes these bytes if unchanged
                 self._read[path] = (data, digest)
             if outcome is not None:
@@ -303,9 +304,10 @@ class Runner:
     def _lint_files(self, paths: Sequence[Path]) -> Report:
         report = Report(files=len(paths))
         pending: list[_Pending] = []
-        self._linting = {path.absolute().as_posix() for path in paths}
-        for shown_path in paths:
-            shown, absolute = str(shown_path), shown_path.absolute()
+        absolutes = [path.absolute() for path in paths]  # made once each (parsing costs)
+        self._linting = {absolute.as_posix() for absolute in absolutes}
+        for shown_path, absolute in zip(paths, absolutes, strict=True):
+            shown = str(shown_path)
             project = self.projects.of(absolute)
             try:
                 stat = absolute.stat()
