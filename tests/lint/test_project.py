@@ -244,6 +244,46 @@ CASES = [
         ("lib/runner.py", 8, "NZ201"),
         ("main.py", 2, "NZ201"),
     ),
+    project(
+        "a finiteness test handed on by a package's __init__",
+        {
+            "common/__init__.py": "from .checks import bad as is_bad\n",
+            "common/checks.py": """\
+                import torch
+
+                def bad(value):
+                    return not torch.isfinite(value).all()
+                """,
+            "train.py": """\
+                from common import is_bad
+
+                def run(model, loader, optimizer):
+                    for batch in loader:
+                        loss = model(batch)
+                        if is_bad(loss):
+                            continue
+                        loss.backward()
+                        optimizer.step()
+                """,
+        },
+        ("train.py", 7, "NZ201"),
+    ),
+    project(
+        "a switch handed on by nested packages' __init__ modules",
+        {
+            "lib/__init__.py": "from lib.training import fit\n",
+            "lib/training/__init__.py": "from .loop import fit\n",
+            "lib/training/loop.py": TORCH_FIT,
+            "main.py": """\
+                from lib import fit
+
+                def main(model, loader, optimizer):
+                    fit(model, loader, optimizer, skip_nan_batches=True)
+                """,
+        },
+        ("lib/training/loop.py", 7, "NZ201"),
+        ("main.py", 4, "NZ201"),
+    ),
 ]
 
 LOOK_ALIKES = [
@@ -411,6 +451,20 @@ def test_a_changed_module_changes_what_its_importers_are_told(lint, tmp_path):
     again = lint(str(root / "train.py"), "--cache-dir", cache)
     assert again.code == 0 and _findings(again.out, root) == set()
     assert lint(str(root), "--cache-dir", cache).code == 0
+
+
+def test_an_init_that_stops_handing_a_helper_on_changes_the_warm_findings(lint, tmp_path):
+    """The package's ``__init__`` edited to hand on a clean function of the same name: the
+    warm cache must not keep reporting the importer."""
+    case = next(c for c in CASES if c.name.startswith("a finiteness test handed on"))
+    root = tmp_path / "project"
+    _write_project(root, case)
+    cache = str(tmp_path / "cache")
+    assert _findings(lint(str(root), "--cache-dir", cache).out, root) == {("train.py", 7, "NZ201")}
+    (root / "common" / "clean.py").write_text("def bad(value):\n    return False\n")
+    (root / "common" / "__init__.py").write_text("from .clean import bad as is_bad\n")
+    again = lint(str(root), "--cache-dir", cache)
+    assert again.code == 0 and _findings(again.out, root) == set()
 
 
 def test_the_route_names_the_switch_and_the_reaction(lint, tmp_path):

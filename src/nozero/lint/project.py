@@ -216,19 +216,20 @@ class Project:
                     table.setdefault(switch.function or switch.name, []).append(
                         (switch, self.shown(path))
                     )
-        facts = [(p, s.to_json()) for p, s in self.modules.items() if s != EMPTY]
+        offered = {n for s in self.modules.values() for n in (*s.helpers, *_callables(s))}
+        # Only the re-exports of a name some module offers can change a finding.
+        relevant = {p: _relevant(s, offered) for p, s in self.modules.items() if s != EMPTY}
+        facts = [(p, s.to_json()) for p, s in relevant.items() if s != EMPTY]
         text = json.dumps(facts, default=list)
         # changes when any module's summary does, and only then
         self.digest = hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
         # what can be imported (helpers, switches of functions and classes), and what is
         # matched by name (methods' switches, attributes and config keys)
-        importable = sorted(
-            {n for s in self.modules.values() for n in (*s.helpers, *_callables(s))}
-        )
+        importable = sorted(self._importable_names(offered))
         self.importable = bool(importable)
         self._importable = frozenset(importable)
         self._named = frozenset({*self.methods, *self.keys})
-        self._targets = _module_suffixes(p for p, s in self.modules.items() if s != EMPTY)
+        self._targets = _module_suffixes(p for p, s in relevant.items() if s != EMPTY)
 
     @property
     def has_facts(self) -> bool:
@@ -264,11 +265,12 @@ class Project:
         # the imports that bring in something: a helper, or a function or class with a
         # switch (any, for a module imported whole); the others add nothing below
         reached = [
-            (local, target, attribute)
+            (local, *found_at)
             for local, module, attribute in imports
             if module.lstrip(".").replace(".", "/") in self._targets
             and (target := self._module_file(directory, module)) is not None
-            and _offers(self.modules[target], attribute)
+            and (found_at := self._handed_on(target, attribute)) is not None
+            and _offers(self.modules[found_at[0]], found_at[1])
         ]
         mentions = bool(reached) and (
             self._named_in_import(source, reached) or bool(found() & self._importable)
@@ -308,6 +310,33 @@ class Project:
                     return True
         return False
 
+    def _importable_names(self, offered: set[str]) -> set[str]:
+        """The names the project's modules offer (helpers, functions and classes with a
+        switch), and those packages' ``__init__`` modules hand on that reach one."""
+        names = set(offered)
+        for path, summary in self.modules.items():
+            for name, (_, attribute) in summary.reexports.items():
+                if attribute not in offered:
+                    continue  # most re-exports hand on names with no fact
+                found_at = self._handed_on(path, name)
+                if found_at is not None and found_at[0] != path:
+                    if _offers(self.modules[found_at[0]], found_at[1]):
+                        names.add(name)
+        return names
+
+    def _handed_on(self, target: str, attribute: str | None) -> tuple[str, str | None] | None:
+        """Where ``attribute`` of module ``target`` is defined: a package ``__init__``
+        that imports it from one of its modules hands it on (a few hops at most)."""
+        for _ in range(4):
+            hop = self.modules[target].reexports.get(attribute) if attribute else None
+            if hop is None:
+                return target, attribute
+            inner = self._module_file(target.rpartition("/")[0], hop[0])
+            if inner is None:
+                return None
+            target, attribute = inner, hop[1]
+        return None
+
     def _module_file(self, directory: str, module: str) -> str | None:
         """The project file a dotted module name (``.`` first: relative) stands for, in a
         module of ``directory`` (absolute, POSIX)."""
@@ -324,6 +353,16 @@ class Project:
                 if candidate in self.paths:
                     return candidate
         return None
+
+
+def _relevant(summary: Summary, offered: set[str]) -> Summary:
+    """``summary`` keeping only the re-exports of a name that some module offers."""
+    if not summary.reexports:
+        return summary
+    kept = {k: v for k, v in summary.reexports.items() if v[1] in offered}
+    if len(kept) == len(summary.reexports):
+        return summary
+    return Summary(summary.helpers, summary.switches, kept)
 
 
 def _module_suffixes(paths: Iterable[str]) -> frozenset[str]:

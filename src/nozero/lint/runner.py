@@ -151,7 +151,7 @@ def _lint_and_summarize(path: str, data: bytes, job: Job | None) -> FirstPass:
     and no finding (what ``lint_one`` and ``summarize`` answer too, each after its own
     screen)."""
     from nozero.lint.project import import_bindings, summarize_bytes
-    from nozero.lint.summary import EMPTY
+    from nozero.lint.summary import EMPTY, reexports_summary
 
     if job is None:
         return summarize_bytes((path, data, "")), None, None
@@ -165,7 +165,7 @@ def _lint_and_summarize(path: str, data: bytes, job: Job | None) -> FirstPass:
         prefilter.concerns_nozero(source, job.checks_reasons)
         or (job.checks_noqa and has_nozero_noqa(source))
     ):
-        return EMPTY.to_json(), ("ok", []), imports
+        return reexports_summary(source, path).to_json(), ("ok", []), imports
     try:
         from nozero.lint.engine import lint_and_summarize
 

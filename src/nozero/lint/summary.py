@@ -71,10 +71,13 @@ class Switch:
 class Summary:
     helpers: dict[str, Helper] = field(default_factory=dict)
     switches: tuple[Switch, ...] = ()
+    # A package's ``__init__`` handing on names of its modules: ``from .checks import bad``
+    # is ``{"bad": (".checks", "bad")}``, so ``from pkg import bad`` reaches the helper.
+    reexports: dict[str, tuple[str, str]] = field(default_factory=dict)
 
     def to_json(self) -> list:
         helpers = {name: asdict(h) for name, h in self.helpers.items()}
-        return [helpers, [asdict(s) for s in self.switches]]
+        return [helpers, [asdict(s) for s in self.switches], self.reexports]
 
     @classmethod
     def from_json(cls, data: list) -> Summary:
@@ -82,7 +85,8 @@ class Summary:
             name: Helper(**{**h, "cleans": tuple(tuple(c) for c in h["cleans"])})
             for name, h in data[0].items()
         }
-        return cls(helpers, tuple(Switch(**s) for s in data[1]))
+        reexports = {k: tuple(v) for k, v in data[2].items()} if len(data) > 2 else {}
+        return cls(helpers, tuple(Switch(**s) for s in data[1]), reexports)  # type: ignore[arg-type]
 
 
 EMPTY = Summary()
@@ -106,7 +110,7 @@ def summarize(source: str, path: str = "<module>") -> Summary:
     """The summary of one module's text (an empty one when it cannot hold any fact; a
     test module's code serves its tests only)."""
     if is_test_module(path) or not prefilter.could_hold_finding(source):
-        return EMPTY
+        return reexports_summary(source, path)
     try:
         tree = ast.parse(source, filename=path)
         from nozero.lint.facts import file_facts  # the whole-file pass: only for trigger text
@@ -116,10 +120,35 @@ def summarize(source: str, path: str = "<module>") -> Summary:
         return EMPTY
 
 
+def reexports_summary(source: str, path: str) -> Summary:
+    """A package ``__init__`` without trigger text still hands names on."""
+    if is_test_module(path) or not path.endswith("__init__.py") or "import" not in source:
+        return EMPTY
+    try:
+        tree = ast.parse(source, filename=path)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return EMPTY
+    reexports = _reexports(tree, path)
+    return Summary(reexports=reexports) if reexports else EMPTY
+
+
+def _reexports(tree: ast.Module, path: str) -> dict[str, tuple[str, str]]:
+    """The names a package's ``__init__`` imports from a module at its top level."""
+    if not path.endswith("__init__.py"):
+        return {}
+    return {
+        alias.asname or alias.name: ("." * node.level + (node.module or ""), alias.name)
+        for node in tree.body
+        if isinstance(node, ast.ImportFrom) and node.module
+        for alias in node.names
+        if alias.name != "*"
+    }
+
+
 def summarize_facts(tree: ast.Module, source: str, facts: FileFacts, path: str) -> Summary:
     """The summary, from the facts the file's own lint built (one parse for both)."""
     if is_test_module(path) or not prefilter.could_hold_finding(source):
-        return EMPTY
+        return reexports_summary(source, path)
     helpers = {}
     lines = source.splitlines()
     for node in tree.body:
@@ -131,7 +160,7 @@ def summarize_facts(tree: ast.Module, source: str, facts: FileFacts, path: str) 
             helper = _helper(facts, node.name)
             if helper is not None:
                 helpers[node.name] = helper
-    return Summary(helpers, tuple(_switches(tree, facts)))
+    return Summary(helpers, tuple(_switches(tree, facts)), _reexports(tree, path))
 
 
 def _helper(facts: FileFacts, name: str) -> Helper | None:
