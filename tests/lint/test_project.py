@@ -50,6 +50,25 @@ TORCH_FIT = """\
             optimizer.step()
     """
 
+# A plain-named finiteness test, and a loop that skips the step on an imported one.
+BAD_CHECK = """\
+    import torch
+
+    def bad(value):
+        return not torch.isfinite(value).all()
+    """
+SKIP_ON = """\
+    {imported}
+
+    def run(model, loader, optimizer):
+        for batch in loader:
+            loss = model(batch)
+            if {test}(loss):
+                continue
+            loss.backward()
+            optimizer.step()
+    """
+
 TORCH_TRAINER = """\
     import torch
 
@@ -179,23 +198,8 @@ CASES = [
         "a finiteness test with a plain name, imported",
         {
             "common/__init__.py": "",
-            "common/checks.py": """\
-                import torch
-
-                def bad(value):
-                    return not torch.isfinite(value).all()
-                """,
-            "train.py": """\
-                from common.checks import bad
-
-                def run(model, loader, optimizer):
-                    for batch in loader:
-                        loss = model(batch)
-                        if bad(loss):
-                            continue
-                        loss.backward()
-                        optimizer.step()
-                """,
+            "common/checks.py": BAD_CHECK,
+            "train.py": SKIP_ON.format(imported="from common.checks import bad", test="bad"),
         },
         ("train.py", 7, "NZ201"),
     ),
@@ -248,23 +252,8 @@ CASES = [
         "a finiteness test handed on by a package's __init__",
         {
             "common/__init__.py": "from .checks import bad as is_bad\n",
-            "common/checks.py": """\
-                import torch
-
-                def bad(value):
-                    return not torch.isfinite(value).all()
-                """,
-            "train.py": """\
-                from common import is_bad
-
-                def run(model, loader, optimizer):
-                    for batch in loader:
-                        loss = model(batch)
-                        if is_bad(loss):
-                            continue
-                        loss.backward()
-                        optimizer.step()
-                """,
+            "common/checks.py": BAD_CHECK,
+            "train.py": SKIP_ON.format(imported="from common import is_bad", test="is_bad"),
         },
         ("train.py", 7, "NZ201"),
     ),
