@@ -32,13 +32,6 @@ from nozero.torch.record import (
 from nozero.torch.scaling import MAX_SCALER_SKIPS, MIN_SCALE, ScalerWatch
 
 
-def _device_of(optimizer: torch.optim.Optimizer) -> torch.device:
-    for group in optimizer.param_groups:
-        for p in group["params"]:
-            return p.device
-    raise ValueError("Guard needs an optimizer with at least one parameter")
-
-
 def _params(optimizer: torch.optim.Optimizer) -> list[torch.Tensor]:
     return [p for group in optimizer.param_groups for p in group["params"]]
 
@@ -104,16 +97,20 @@ class Guard:
         # What ``apply`` steps: the wrapper the loop was given (it may skip or scale).
         self._stepper = optimizer
         wrapper_scaler = wrappers.own_scaler(optimizer)
-        self._stepper_updates_scaler = wrapper_scaler is not None
+        scaler = scaler or wrapper_scaler
+        # The wrapper updates its own scaler after its step; the guard updates any other.
+        self._stepper_updates_scaler = scaler is not None and scaler is wrapper_scaler
         self.sync_every = int(sync_every)
         self.model = model
-        self.device = _device_of(inner)
-        self.scaler = ScalerWatch(scaler or wrapper_scaler, int(max_scaler_skips), float(min_scale))
+        params = _params(inner)
+        if not params:
+            raise ValueError("Guard needs an optimizer with at least one parameter")
+        self.device = params[0].device
+        self.scaler = ScalerWatch(scaler, int(max_scaler_skips), float(min_scale))
         self.group = distributed.resolve_group(process_group)
         self.sharded = grads.is_sharded(inner) if sharded_grads is None else sharded_grads
         self.steps = int(first_step)
         self.batches = 0  # losses observed (micro-batches), for the error's context
-        params = _params(inner)
         self._dtensors = grads.has_dtensors(inner)
         # Per-tensor norms land on the guard's device unless a parameter lives elsewhere.
         self._norms_to = None if all(p.device == self.device for p in params) else self.device
@@ -151,10 +148,8 @@ class Guard:
                 )
             # Kept as given (read under no_grad at the step): a detach would cost a kernel.
             value = loss
-            if value.device != self.device or value.dtype != torch.float32:
-                value = value.detach().to(self.device, torch.float32, non_blocking=True)
-            if value.dim():
-                value = value.detach().reshape(())
+            if value.device != self.device or value.dtype != torch.float32 or value.dim():
+                value = value.detach().reshape(()).to(self.device, torch.float32, non_blocking=True)
         else:
             value = torch.tensor(float(loss), dtype=torch.float32, device=self.device)
         self._losses.append(value)

@@ -28,7 +28,6 @@ from transformers import TrainerCallback, TrainerControl, TrainerState, Training
 from nozero.torch.guard import Guard, GuardSettings
 from nozero.torch.halt import GuardHalt
 from nozero.torch.scaling import MAX_SCALER_SKIPS, MIN_SCALE
-from nozero.torch.wrappers import unwrap
 
 
 class NonFiniteGuard(TrainerCallback):
@@ -96,8 +95,7 @@ class NonFiniteGuard(TrainerCallback):
     ) -> None:
         if self.guard is None:
             self.guard = self.settings.guard(
-                unwrap(optimizer),  # the torch optimizer in accelerate's wrapper
-                scaler=getattr(optimizer, "scaler", None),
+                optimizer,  # accelerate's wrapper: the guard hooks the torch optimizer in it
                 model=self._model,
                 first_step=state.global_step,
                 max_grad_norm=self._max_grad_norm,
