@@ -66,6 +66,18 @@ def test_halts_at_the_exact_step_with_the_last_good_state(opt_name, sync_every):
     assert ctx.state["optimizer"]["state"].keys() == saved[BAD - 1]["optimizer"]["state"].keys()
 
 
+@pytest.mark.parametrize("opt_name", sorted(OPTIMIZERS))
+def test_a_bad_first_step_leaves_the_optimizer_as_built(opt_name):
+    """The first step creates the state it masks: the halt drops it, as if never stepped."""
+    fresh_net = model()
+    fresh = snapshot(fresh_net, OPTIMIZERS[opt_name](fresh_net.parameters()))
+    err, net, opt, _ = _train(opt_name, 4, poison={0})
+    assert err.step == 0
+    assert opt.state_dict()["state"] == {}
+    assert_state_equal(net, opt, fresh)
+    assert err.context.state["optimizer"]["state"] == {}
+
+
 @pytest.mark.parametrize("opt_name", ["adam-foreach", "adamw-fused", "sgd-forloop"])
 def test_an_infinite_gradient_with_a_finite_loss_halts(opt_name):
     err, net, opt, saved = _train(opt_name, 4, poison=set(), grad_poison={BAD})

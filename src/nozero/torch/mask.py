@@ -9,7 +9,9 @@ and one select over the parameters and their state per step.
 
 Step counts that a non-capturable optimizer keeps as CPU scalars beside CUDA parameters
 cannot be selected on the device without a sync; they are copied on the host before
-each step instead and put back at the halt (:meth:`UpdateMask.restore_host`).
+each step instead and put back at the halt (:meth:`UpdateMask.restore_host`). State that
+a masked step created (a parameter's first step) is dropped at the halt too, so the
+optimizer's state dict is the last good step's, entry for entry.
 """
 
 from __future__ import annotations
@@ -66,6 +68,10 @@ class UpdateMask:
         self._host_saved: list[tuple[torch.Tensor, torch.Tensor]] = []
         # Host-side scalars per step index, kept since the last clean sync.
         self.host_history: dict[int, list[tuple[torch.Tensor, torch.Tensor]]] = {}
+        # State entries each step created, kept since the last clean sync.
+        self.created: dict[int, list[tuple[torch.Tensor, str]]] = {}
+        self._entries_signature = self._signature()
+        self._entries = self._state_entries()
         self.step_index = step_index
         self._handles: list[RemovableHandle] = [
             optimizer.register_step_pre_hook(self._before),
@@ -92,6 +98,7 @@ class UpdateMask:
         self._snapshot(mask.device)
 
     def _after(self, optimizer: torch.optim.Optimizer, args: object, kwargs: object) -> None:
+        self._note_created()
         if self.fused:
             if self._prior is _MISSING:
                 optimizer.__dict__.pop("found_inf", None)
@@ -100,6 +107,22 @@ class UpdateMask:
             self._prior = _MISSING
             return
         self._roll_back()
+
+    def _state_entries(self) -> set[tuple[int, str]]:
+        return {(id(p), key) for p, entries in self.optimizer.state.items() for key in entries}
+
+    def _note_created(self) -> None:
+        """Remember which state entries this step created (cheap unless the state grew)."""
+        signature = self._signature()
+        if signature == self._entries_signature:
+            return
+        self._entries_signature = signature
+        entries = self._state_entries()
+        new = entries - self._entries
+        self._entries = entries
+        if new:
+            by_id = {id(p): p for p in self.optimizer.state}
+            self.created[self.step_index()] = [(by_id[i], key) for i, key in sorted(new)]
 
     # -- any other optimizer: copy before, select after ----------------------------------
     def _slots(self) -> list[tuple[torch.Tensor, str | None]]:
@@ -188,10 +211,19 @@ class UpdateMask:
             self._host_saved = []
 
     def restore_host(self, step: int) -> None:
-        """Put host-side scalars back as they were before ``step`` (at a halt)."""
+        """At a halt: host-side scalars back as before ``step``; state it or later made, gone."""
         for live, saved in self.host_history.get(step, []):
             live.copy_(saved)
+        state = self.optimizer.state
+        for made_at, entries in self.created.items():
+            if made_at < step:
+                continue
+            for p, key in entries:
+                state.get(p, {}).pop(key, None)
+                if p in state and not state[p]:
+                    del state[p]
 
     def forget_host(self) -> None:
         """Drop the host-side copies (after a clean sync: nothing to roll back to)."""
         self.host_history.clear()
+        self.created.clear()
