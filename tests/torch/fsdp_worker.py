@@ -1,8 +1,10 @@
-"""One rank of a two-process FSDP2 run on CPU (gloo) under the guard; writes what it saw.
+"""One rank of a two-process FSDP run on CPU (gloo) under the guard; writes what it saw.
 
-Run as ``python fsdp_worker.py RANK WORLD PORT OUT_DIR``. Rank 1 poisons one element of
-its gradient shard at step ``BAD``: only that rank sees it, so the ranks halt together
-only if they agree on the device.
+Run as ``python fsdp_worker.py RANK WORLD PORT OUT_DIR KIND``, KIND ``fsdp2``
+(``fully_shard``, DTensor parameters) or ``fsdp1`` (``FullyShardedDataParallel``, one
+flat parameter per rank). Rank 1 poisons one element of its gradient shard at step
+``BAD``: only that rank sees it, so the ranks halt together only if they agree on the
+device.
 """
 
 from __future__ import annotations
@@ -15,19 +17,31 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 from torch.distributed.device_mesh import init_device_mesh
-from torch.distributed.fsdp import fully_shard
+from torch.distributed.fsdp import FullyShardedDataParallel, fully_shard
 
 from nozero.torch import Guard, GuardHalt
 
 BAD = 5
 
 
-def main(rank: int, world: int, port: int, out: Path) -> None:
+def _shard(t: torch.Tensor) -> torch.Tensor:
+    """This rank's part: a DTensor's local tensor (FSDP2), or the tensor (FSDP1's flat shard)."""
+    return t.to_local() if hasattr(t, "to_local") else t
+
+
+def _wrap(net: torch.nn.Module, kind: str, world: int) -> torch.nn.Module:
+    if kind == "fsdp1":
+        return FullyShardedDataParallel(net, device_id=torch.device("cpu"))
+    fully_shard(net, mesh=init_device_mesh("cpu", (world,)))
+    return net
+
+
+def main(rank: int, world: int, port: int, out: Path, kind: str) -> None:
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     dist.init_process_group("gloo", rank=rank, world_size=world)
     torch.manual_seed(0)
     net = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(), torch.nn.Linear(8, 1))
-    fully_shard(net, mesh=init_device_mesh("cpu", (world,)))
+    net = _wrap(net, kind, world)
     opt = torch.optim.Adam(net.parameters(), lr=0.01, foreach=True)
     guard = Guard(opt, sync_every=4)
     report: dict = {"sharded": guard.sharded}
@@ -39,21 +53,21 @@ def main(rank: int, world: int, port: int, out: Path) -> None:
             loss = net(x).pow(2).mean()
             loss.backward()
             if step == BAD and rank == 1:
-                next(iter(net.parameters())).grad.to_local()[0, 0] = float("inf")
+                _shard(next(iter(net.parameters())).grad).view(-1)[0] = float("inf")
             guard.step(loss)
             opt.zero_grad()
             if step == BAD - 1:
-                shards = [p.to_local().detach().clone() for p in net.parameters()]
+                shards = [_shard(p).detach().clone() for p in net.parameters()]
         guard.close()
     except GuardHalt as err:
         report["message"] = str(err)
         report["step"] = err.step
         report["last_good"] = all(
-            torch.equal(a, p.to_local()) for a, p in zip(shards, net.parameters(), strict=True)
+            torch.equal(a, _shard(p)) for a, p in zip(shards, net.parameters(), strict=True)
         )
     (out / f"rank{rank}.json").write_text(json.dumps(report))
     dist.destroy_process_group()
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), Path(sys.argv[4]))
+    main(int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), Path(sys.argv[4]), sys.argv[5])

@@ -1,4 +1,4 @@
-"""Sharded gradients (FSDP2, two CPU processes): both ranks halt at the bad step together."""
+"""Sharded gradients (FSDP2 and FSDP1, two CPU processes): the ranks halt together."""
 
 from __future__ import annotations
 
@@ -24,11 +24,12 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def test_fsdp_ranks_halt_at_the_same_step_with_the_last_good_shards(tmp_path):
+@pytest.mark.parametrize("kind", ["fsdp2", "fsdp1"])
+def test_fsdp_ranks_halt_at_the_same_step_with_the_last_good_shards(tmp_path, kind):
     port = _free_port()
     procs = [
         subprocess.Popen(
-            [sys.executable, str(WORKER), str(rank), "2", str(port), str(tmp_path)],
+            [sys.executable, str(WORKER), str(rank), "2", str(port), str(tmp_path), kind],
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
