@@ -89,11 +89,25 @@ def watching_checks(watcher: Callable[[Any, float, float], None]) -> Iterator[No
         _watchers.remove(watcher)
 
 
+def checks_watched() -> bool:
+    """Whether anything watches the checks now (guards skip :func:`report_checked` if not)."""
+    return bool(_watchers)
+
+
+def report_checked(step: int, loss: float, grad_norm: float) -> None:
+    """Tell the watchers of a step a guard checked on its own, as ``check_finite`` does.
+
+    A guard that reads its device record at a sync calls this for each step the record
+    holds, up to and including a bad one; it raises nothing itself.
+    """
+    for watcher in _watchers:
+        watcher(step, loss, grad_norm)
+
+
 def check_finite(step: int, loss: Any, grad_norm: Any) -> None:
     """Raise :class:`NonFiniteError` unless both ``loss`` and ``grad_norm`` are finite."""
     loss_value = _as_float(loss, "loss")
     norm_value = _as_float(grad_norm, "grad_norm")
-    for watcher in _watchers:
-        watcher(step, loss_value, norm_value)
+    report_checked(step, loss_value, norm_value)
     if not (math.isfinite(loss_value) and math.isfinite(norm_value)):
         raise NonFiniteError(int(step), loss_value, norm_value)

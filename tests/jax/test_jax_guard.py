@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from nozero import MESSAGE_PATTERN, NonFiniteError
+from nozero.contract import watching_checks
 from nozero.jax import Guard, GuardHalt, count_traces, scan_steps
 
 POISONS = [np.nan, np.inf, -np.inf, toy.HUGE_INPUT]
@@ -151,3 +152,18 @@ def test_the_halt_is_a_typed_documented_error():
     copied = copy.deepcopy(err)  # through __reduce__, as pickling does
     assert (copied.step, str(copied)) == (err.step, str(err))
     assert copied.context.step == 1
+
+
+def test_each_confirmed_step_is_told_to_the_checks_watchers():
+    """As ``check_finite`` does: ``pytest --nozero`` then vouches for a run returning state."""
+    seen = []
+    guard = Guard(toy.step, sync_every=4)
+    with watching_checks(lambda *values: seen.append(values)):
+        result = guard.run(toy.init_state(), toy.make_batches()[:10])
+        with pytest.raises(GuardHalt):
+            guard.run(toy.init_state(), _poisoned(6, np.nan))
+    clean, poisoned = seen[:10], seen[10:]
+    assert [step for step, _, _ in clean] == list(range(10))
+    np.testing.assert_allclose([loss for _, loss, _ in clean], result.records["loss"])
+    assert [step for step, _, _ in poisoned] == list(range(7))  # up to the bad step
+    assert np.isnan(poisoned[-1][1])

@@ -34,6 +34,7 @@ from typing import Any, NamedTuple
 import jax
 import numpy as np
 
+from nozero import contract
 from nozero.jax.convert import converts
 from nozero.jax.halt import GuardHalt, StepContext
 from nozero.jax.optax_record import NONE_YET, find_records
@@ -316,6 +317,9 @@ class _Run:
 
     def _record(self, values: dict[str, np.ndarray]) -> None:
         self.done.append(values)
+        if contract.checks_watched():  # e.g. the pytest plugin's overflow check
+            for i, (loss, norm) in enumerate(zip(values[LOSS], values[GRAD_NORM], strict=True)):
+                contract.report_checked(self.synced + i, float(loss), float(norm))
         if self.on_record is not None:
             self.on_record(self.synced, values)
 

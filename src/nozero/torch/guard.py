@@ -18,6 +18,7 @@ from typing import Any
 
 import torch
 
+from nozero import contract
 from nozero.torch import distributed, grads, wrappers
 from nozero.torch.halt import GuardHalt, HaltContext
 from nozero.torch.mask import UpdateMask
@@ -289,8 +290,11 @@ class Guard:
         if self._halt is not None:
             raise self._halt
         self._record.start_read()
-        host = self._record.finish_read(self.steps - self._since_sync)
+        watched = contract.checks_watched()
+        host = self._record.finish_read(self.steps - self._since_sync, every_row=watched)
         self._since_sync = 0
+        for step, loss, grad_norm in host.checked:
+            contract.report_checked(step, loss, grad_norm)
         if host.first_bad is None:
             self._pending.clear()
             self._mask.forget_host()

@@ -39,6 +39,8 @@ class HostRecord:
     loss: float = math.nan
     grad_norm: float = math.nan
     reason: str | None = None
+    # ``(step, loss, grad_norm)`` of each step read, up to the first bad one, when asked.
+    checked: tuple[tuple[int, float, float], ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -132,27 +134,37 @@ class StepRecord:
             self._event = torch.cuda.Event()
             self._event.record()
 
-    def finish_read(self, first_step: int) -> HostRecord:
+    def finish_read(self, first_step: int, every_row: bool = False) -> HostRecord:
         """Wait for :meth:`start_read`'s copy; ``first_step``: the window's first step.
 
-        The window is then empty again.
+        ``every_row``: also hand back each step's values (read only when asked). The
+        window is then empty again.
         """
         if self._event is not None:
             self._event.synchronize()
             self._event = None
         layouts, self._layouts = self._layouts, []
         assert self._host is not None and self._host_flag is not None
-        if not float(self._host_flag) > 0:
+        flagged = float(self._host_flag) > 0
+        if not (flagged or every_row):
             return HostRecord(first_bad=None)
         rows = [self._host[i, : layout.width].tolist() for i, layout in enumerate(layouts)]
-        index = next((i for i, row in enumerate(rows) if _is_bad(row, layouts[i])), None)
-        if index is not None:
-            row, layout = rows[index], layouts[index]
-            return HostRecord(
-                first_bad=first_step + index,
-                loss=row[1] if layout.has_loss else math.nan,
-                grad_norm=_global_norm(row[2:]),
-                reason=REASONS[int(row[0]) or NON_FINITE],
-            )
-        # The flag was set in an earlier window, whose halt was raised already.
-        return HostRecord(first_bad=None)
+        index = None
+        if flagged:
+            index = next((i for i, row in enumerate(rows) if _is_bad(row, layouts[i])), None)
+        values = [
+            (first_step + i, row[1] if layout.has_loss else math.nan, _global_norm(row[2:]))
+            for i, (row, layout) in enumerate(zip(rows, layouts, strict=True))
+        ]
+        checked = tuple(values[: len(values) if index is None else index + 1]) if every_row else ()
+        if index is None:
+            # Clean, or the flag was set in an earlier window whose halt was raised already.
+            return HostRecord(first_bad=None, checked=checked)
+        step, loss, grad_norm = values[index]
+        return HostRecord(
+            first_bad=step,
+            loss=loss,
+            grad_norm=grad_norm,
+            reason=REASONS[int(rows[index][0]) or NON_FINITE],
+            checked=checked,
+        )
