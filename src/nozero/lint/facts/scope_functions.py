@@ -140,9 +140,8 @@ class FunctionFacts:
         name, no curvature product) and a model is called outside them (a forward pass
         with gradient); None otherwise. A function that only generates and scores calls
         no model outside its blocks: it still observes."""
-        key = ("no_grad_spans", str(fn.lineno))
-        if key in self._helper_memo:
-            return self._helper_memo[key]
+        if fn.lineno in self._no_grad_memo:
+            return self._no_grad_memo[fn.lineno]
         spans: tuple[tuple[int, int], ...] | None = None
         calls = [n for n in ast.walk(fn) if isinstance(n, ast.Call)]
         markers = {self.called(n.func) for n in calls} & vocab.OBSERVING_MARKERS
@@ -171,7 +170,7 @@ class FunctionFacts:
                 if not any(first <= c.lineno <= last for first, last in found) and _runs_a_model(c)
             ]
             spans = found if found and outside else None
-        self._helper_memo[key] = spans
+        self._no_grad_memo[fn.lineno] = spans
         return spans
 
     def _observes(self, fn: FunctionNode) -> bool:

@@ -229,31 +229,57 @@ class SignalFacts:
 
     def _feeds_a_loss(self, function: FunctionNode) -> bool:
         """Does a caller in the file that trains compute its loss from what ``function``
-        returns? Only a function whose result a training function binds or hands to a
-        loss counts; evaluation, plots and tests train nothing."""
-        return function.name in self._loss_feeding_functions
+        returns? Only a function that returns a value and runs a model can hand back
+        predictions; only a caller that binds its result to, or hands it to, a loss
+        counts; evaluation, plots and tests train nothing."""
+        key = ("feeds_a_loss", str(function.lineno))
+        if key not in self._helper_memo:
+            self._helper_memo[key] = self._returns_model_output(function) and any(
+                self._computes_loss_from(caller_key, function.name)
+                for caller_key in self._callers_by_name.get(function.name, ())
+            )
+        return self._helper_memo[key]
 
     @cached_property
-    def _loss_feeding_functions(self) -> frozenset[str]:
-        found: set[str] = set()
+    def _callers_by_name(self) -> dict[str, list[int]]:
+        """The functions that call each same-file function by name, by their line."""
+        found: dict[str, list[int]] = {}
         for key, (caller, _) in self._functions.items():
-            if self.only_observes(key) or self.in_test(key):
-                continue
-            bindings = self.bindings(caller)
-            fed = self._names_reaching_a_loss(caller, bindings, callers=False)
-            values = [value for names, value in bindings if names & fed]
-            values += [
-                argument
-                for node in self.nodes(caller)
-                if isinstance(node, ast.Call) and vocab.is_loss_name(self.called(node.func))
-                for argument in [*node.args, *(k.value for k in node.keywords)]
-            ]
-            for value in values:
-                for node in ast.walk(value):
-                    name = self.helper_name(node.func) if isinstance(node, ast.Call) else None
-                    if name is not None and name != caller.name and self.functions_named(name):
-                        found.add(name)
-        return frozenset(found)
+            for node in self.nodes(caller):
+                name = self.helper_name(node.func) if isinstance(node, ast.Call) else None
+                if name is not None and name != caller.name:
+                    found.setdefault(name, []).append(key)
+        return found
+
+    def _computes_loss_from(self, caller_key: int, name: str) -> bool:
+        if self.only_observes(caller_key) or self.in_test(caller_key):
+            return False
+        caller, _ = self._functions[caller_key]
+        bindings = self.bindings(caller)
+        fed = self._names_reaching_a_loss(caller, bindings, callers=False)
+        values = [value for names, value in bindings if names & fed]
+        values += [
+            argument
+            for node in self.nodes(caller)
+            if isinstance(node, ast.Call) and vocab.is_loss_name(self.called(node.func))
+            for argument in [*node.args, *(k.value for k in node.keywords)]
+        ]
+        return any(
+            isinstance(node, ast.Call) and self.helper_name(node.func) == name
+            for value in values
+            for node in ast.walk(value)
+        )
+
+    def _returns_model_output(self, function: FunctionNode) -> bool:
+        """Does ``function`` return a value and bind or return a model's output?"""
+        nodes = self.nodes(function)
+        returns = [n.value for n in nodes if isinstance(n, ast.Return) and n.value is not None]
+        if not returns:
+            return False
+        bindings = self.bindings(function)
+        return any(
+            vocab.is_prediction_name(name) for names, _ in bindings for name in names
+        ) or any(self._calls_model(value) for value in [*(v for _, v in bindings), *returns])
 
     def _prediction_parameters(self, function: FunctionNode) -> set[str]:
         """The parameters of a loss function that hold the model's predictions: those
