@@ -80,6 +80,20 @@ def reference_logps(model, input_ids, completion_ids):
     return selective_log_softmax(logits, completion_ids), entropies
 """
 
+# the forward pass is inside the block; outside it the model is only unwrapped
+UNWRAPPED_ONLY = """\
+import torch
+
+class Trainer:
+    def _reference_logps(self, model, input_ids, completion_ids):
+        unwrapped = self.accelerator.unwrap_model(model)
+        with torch.no_grad():
+            logits = unwrapped(input_ids=input_ids).logits
+        logits = torch.nan_to_num(logits, nan=0.0)
+        entropies = entropy_from_logits(logits)
+        return selective_log_softmax(logits, completion_ids), entropies
+"""
+
 EVALUATION_NAME = """\
 import torch
 
@@ -109,8 +123,8 @@ def test_cleaning_outside_a_no_grad_block_is_found(
 
 @pytest.mark.parametrize(
     "source",
-    [INSIDE_THE_BLOCK, DECORATED, EVAL_MODE, EVALUATION_NAME],
-    ids=["inside-the-block", "decorated", "eval-mode", "evaluation-name"],
+    [INSIDE_THE_BLOCK, DECORATED, EVAL_MODE, UNWRAPPED_ONLY, EVALUATION_NAME],
+    ids=["inside-the-block", "decorated", "eval-mode", "unwrapped-only", "evaluation-name"],
 )
 def test_observing_code_stays_clean(source: str) -> None:
     assert findings(source) == []

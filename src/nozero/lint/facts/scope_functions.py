@@ -27,6 +27,11 @@ from nozero.lint.imports import child_statements, dotted_name, last_part
 from nozero.lint.scaling import scaler_in_lines
 from nozero.lint.tables.reactions import SANITIZER_FILL_KEYWORDS
 
+# First words of calls that handle a model without running it (``unwrap_model``,
+# ``get_model``, ``load_model``, ``prepare_model``)
+_MODEL_HANDLING_VERBS = frozenset(
+    {"unwrap", "wrap", "get", "load", "save", "build", "make", "create", "prepare", "copy"}
+)
 # Keywords of a Hessian-vector product (``autograd.grad(grads, params, grad_outputs=v)``)
 _CURVATURE_KEYWORDS = frozenset({"grad_outputs", "create_graph"})
 
@@ -371,6 +376,8 @@ def _runs_a_model(call: ast.Call) -> bool:
         return False
     *owners, last = chain
     words = vocab.name_words(last)
+    if words and words[0] in _MODEL_HANDLING_VERBS:
+        return False  # ``accelerator.unwrap_model(model)`` hands a model back, runs none
     return any(map(vocab.is_model_name, owners)) or bool(
         words and (words[-1] in vocab.MODEL_WORDS or words[-1] == "fn")
     )
