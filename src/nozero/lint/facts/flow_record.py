@@ -27,9 +27,9 @@ class RecordPart:
         if self._collect:
             return True
         where = getattr(unit.node, "lineno", 0)
-        if self.facts.only_observes(where) or self.facts.in_test(where):
-            return True  # evaluation, metrics, plots and tests touch no training signal
         line = getattr(node, "lineno", 1)
+        if self.facts.only_observes(where, line) or self.facts.in_test(where):
+            return True  # evaluation, metrics, plots and tests touch no training signal
         if self._in_evaluation_loop(unit, line):
             return True
         col = getattr(node, "col_offset", 0)

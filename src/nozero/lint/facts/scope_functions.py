@@ -27,6 +27,14 @@ from nozero.lint.imports import child_statements, dotted_name, last_part
 from nozero.lint.scaling import scaler_in_lines
 from nozero.lint.tables.reactions import SANITIZER_FILL_KEYWORDS
 
+# First words of calls that handle a model without running it (``unwrap_model``,
+# ``get_model``, ``load_model``, ``prepare_model``)
+_MODEL_HANDLING_VERBS = frozenset(
+    {"unwrap", "wrap", "get", "load", "save", "build", "make", "create", "prepare", "copy"}
+)
+# Keywords of a Hessian-vector product (``autograd.grad(grads, params, grad_outputs=v)``)
+_CURVATURE_KEYWORDS = frozenset({"grad_outputs", "create_graph"})
+
 
 class FunctionFacts:
     """Facts about the file's functions, the mixin part of ``FileFacts``."""
@@ -113,16 +121,62 @@ class FunctionFacts:
                         found.setdefault(name, []).append((caller, node.lineno))
         return found
 
-    def only_observes(self, key: int) -> bool:
+    def only_observes(self, key: int, line: int | None = None) -> bool:
         """Does the function on line ``key``, or one around it, only observe values
         (evaluation under ``no_grad``/``eval()``, plots, metrics) while computing no
-        gradient and taking no step? What it does with a non-finite value trains nothing."""
+        gradient and taking no step? What it does with a non-finite value trains nothing.
+        Given the ``line`` of what it does, a function whose one sign of observing is a
+        ``with no_grad():`` block observes only inside that block: the log-probs a loss is
+        computed from, beside an entropy taken without gradient, still train."""
         while key in self._functions:
             function, enclosing = self._functions[key]
-            if self._observes(function):
+            if self._observes(function) and not self._outside_no_grad_blocks(function, line):
                 return True
             key = enclosing.lineno if enclosing else 0
         return False
+
+    def _outside_no_grad_blocks(self, fn: FunctionNode, line: int | None) -> bool:
+        spans = None if line is None else self._no_grad_spans(fn)
+        return spans is not None and not any(first <= line <= last for first, last in spans)
+
+    def _no_grad_spans(self, fn: FunctionNode) -> tuple[tuple[int, int], ...] | None:
+        """The lines of ``fn``'s ``with no_grad():`` blocks, where they are its only sign of
+        observing (no such decorator, no ``eval()``, no plot or metric call, no evaluation
+        name, no curvature product) and a model is called outside them (a forward pass
+        with gradient); None otherwise. A function that only generates and scores calls
+        no model outside its blocks: it still observes."""
+        if fn.lineno in self._no_grad_memo:
+            return self._no_grad_memo[fn.lineno]
+        spans: tuple[tuple[int, int], ...] | None = None
+        calls = [n for n in ast.walk(fn) if isinstance(n, ast.Call)]
+        markers = {self.called(n.func) for n in calls} & vocab.OBSERVING_MARKERS
+        decorators = {
+            self.called(d.func if isinstance(d, ast.Call) else d) for d in fn.decorator_list
+        }
+        if (
+            not decorators & vocab.OBSERVING_MARKERS
+            and not vocab.names_evaluation(fn.name)
+            and markers <= _NO_GRADIENT_BLOCKS
+            and not any(k.arg in _CURVATURE_KEYWORDS for c in calls for k in c.keywords)
+        ):
+            found = tuple(
+                (node.lineno, node.end_lineno or node.lineno)
+                for node in self.nodes(fn)
+                if isinstance(node, ast.With | ast.AsyncWith)
+                and any(
+                    isinstance(item.context_expr, ast.Call)
+                    and self.called(item.context_expr.func) in _NO_GRADIENT_BLOCKS
+                    for item in node.items
+                )
+            )
+            outside = [
+                c
+                for c in calls
+                if not any(first <= c.lineno <= last for first, last in found) and _runs_a_model(c)
+            ]
+            spans = found if found and outside else None
+        self._no_grad_memo[fn.lineno] = spans
+        return spans
 
     def _observes(self, fn: FunctionNode) -> bool:
         key = ("observes", str(fn.lineno))
@@ -130,11 +184,7 @@ class FunctionFacts:
             calls = [n for n in ast.walk(fn) if isinstance(n, ast.Call)]
             # Hessian-vector products (``autograd.grad(grads, params, grad_outputs=v)``)
             # measure curvature; they are diagnostics unless a step follows
-            curvature = [
-                c
-                for c in calls
-                if any(k.arg in ("grad_outputs", "create_graph") for k in c.keywords)
-            ]
+            curvature = [c for c in calls if any(k.arg in _CURVATURE_KEYWORDS for k in c.keywords)]
             called = {
                 self.called(n.func)
                 for n in calls
@@ -315,3 +365,19 @@ class FunctionFacts:
         """Parameter names of the function defined on line ``key`` (none at module level)."""
         entry = self._functions.get(key)
         return parameter_names(entry[0]) if entry else set()
+
+
+def _runs_a_model(call: ast.Call) -> bool:
+    """Is ``call`` a forward pass: a model called (``model(x)``, ``self.lm_head(h)``,
+    ``state.apply_fn(p, x)``) or a method of one (``self.encoder.embed(x)``)? A name that
+    only starts with a model word (``tokenizer.apply_chat_template``) is no model."""
+    chain = [part for part in (dotted_name(call.func) or "").split(".") if part and part != "self"]
+    if not chain:
+        return False
+    *owners, last = chain
+    words = vocab.name_words(last)
+    if words and words[0] in _MODEL_HANDLING_VERBS:
+        return False  # ``accelerator.unwrap_model(model)`` hands a model back, runs none
+    return any(map(vocab.is_model_name, owners)) or bool(
+        words and (words[-1] in vocab.MODEL_WORDS or words[-1] == "fn")
+    )

@@ -185,28 +185,36 @@ class SignalFacts:
         return predictions & fed
 
     def _names_reaching_a_loss(
-        self, root: ast.AST, bindings: list[tuple[set[str], ast.expr]]
+        self, root: ast.AST, bindings: list[tuple[set[str], ast.expr]], callers: bool = True
     ) -> set[str]:
         """Names the scope computes its loss from: arguments of a loss call, values bound
-        to a loss, what a loss function returns. A parameter re-bound to a model's output
-        (``def forward(self, x): x = nan_to_num(x); x = self.layer(x)``) was first the
-        input, which may be cleaned: parameters are left out, but for a loss function's
-        predictions (``def dice_loss(y_true, y_pred)``), which the model made."""
+        to a loss, what a loss function returns, and what a function returns that a
+        training caller in the file computes its loss from (``per_token_logps =
+        self._get_per_token_logps(model, ids)`` in ``compute_loss``). A parameter re-bound
+        to a model's output (``def forward(self, x): x = nan_to_num(x); x =
+        self.layer(x)``) was first the input, which may be cleaned: parameters are left
+        out, but for a loss function's predictions (``def dice_loss(y_true, y_pred)``),
+        which the model made."""
         sources: list[ast.AST] = [v for names, v in bindings if any(map(vocab.is_loss_name, names))]
         function = root if isinstance(root, ast.FunctionDef | ast.AsyncFunctionDef) else None
         returns_loss = function is not None and (
             self.is_loss_function(function) or function.name in self._loss_parts
         )
+        feeds_a_loss = callers and function is not None and self._feeds_a_loss(function)
         for node in self.nodes(root):
             if isinstance(node, ast.Call) and vocab.is_loss_name(self.called(node.func)):
                 sources.extend([*node.args, *(k.value for k in node.keywords)])
             elif isinstance(node, ast.Return) and node.value is not None and returns_loss:
                 sources.append(_loss_returned(node.value))
+            elif isinstance(node, ast.Return) and node.value is not None and feeds_a_loss:
+                sources.append(node.value)
         fed = set().union(*(_names_in(source) for source in sources))
-        # and what those are computed from (``ratio`` from ``mu``), but through no call a
-        # gradient does not flow back through
+        # and what those are computed from (``ratio`` from ``mu``, a list from what is
+        # appended to it), but through no call a gradient does not flow back through
         made_from = [
-            (names, _values_in(value)) for names, value in bindings if not self._cuts(value)
+            (names, _values_in(value))
+            for names, value in [*bindings, *_appended(self.nodes(root))]
+            if not self._cuts(value)
         ]
         changed = bool(fed)
         while changed:
@@ -218,6 +226,60 @@ class SignalFacts:
         if function is None:
             return fed
         return fed - (parameter_names(function) - self._prediction_parameters(function))
+
+    def _feeds_a_loss(self, function: FunctionNode) -> bool:
+        """Does a caller in the file that trains compute its loss from what ``function``
+        returns? Only a function that returns a value and runs a model can hand back
+        predictions; only a caller that binds its result to, or hands it to, a loss
+        counts; evaluation, plots and tests train nothing."""
+        key = ("feeds_a_loss", str(function.lineno))
+        if key not in self._helper_memo:
+            self._helper_memo[key] = self._returns_model_output(function) and any(
+                self._computes_loss_from(caller_key, function.name)
+                for caller_key in self._callers_by_name.get(function.name, ())
+            )
+        return self._helper_memo[key]
+
+    @cached_property
+    def _callers_by_name(self) -> dict[str, list[int]]:
+        """The functions that call each same-file function by name, by their line."""
+        found: dict[str, list[int]] = {}
+        for key, (caller, _) in self._functions.items():
+            for node in self.nodes(caller):
+                name = self.helper_name(node.func) if isinstance(node, ast.Call) else None
+                if name is not None and name != caller.name:
+                    found.setdefault(name, []).append(key)
+        return found
+
+    def _computes_loss_from(self, caller_key: int, name: str) -> bool:
+        if self.only_observes(caller_key) or self.in_test(caller_key):
+            return False
+        caller, _ = self._functions[caller_key]
+        bindings = self.bindings(caller)
+        fed = self._names_reaching_a_loss(caller, bindings, callers=False)
+        values = [value for names, value in bindings if names & fed]
+        values += [
+            argument
+            for node in self.nodes(caller)
+            if isinstance(node, ast.Call) and vocab.is_loss_name(self.called(node.func))
+            for argument in [*node.args, *(k.value for k in node.keywords)]
+        ]
+        return any(
+            isinstance(node, ast.Call) and self.helper_name(node.func) == name
+            for value in values
+            for node in ast.walk(value)
+        )
+
+    def _returns_model_output(self, function: FunctionNode) -> bool:
+        """Does ``function`` return a value and bind or return a model's output?"""
+        nodes = self.nodes(function)
+        returns = [n.value for n in nodes if isinstance(n, ast.Return) and n.value is not None]
+        if not returns:
+            return False
+        bindings = self.bindings(function)
+        return any(
+            vocab.is_prediction_name(name) for names, _ in bindings for name in names
+        ) or any(self._calls_model(value) for value in [*(v for _, v in bindings), *returns])
 
     def _prediction_parameters(self, function: FunctionNode) -> set[str]:
         """The parameters of a loss function that hold the model's predictions: those
@@ -275,3 +337,19 @@ class SignalFacts:
         entry = self._functions.get(key)
         root: ast.AST = entry[0] if entry else self.tree
         return self._raises(root) or self._records(root, self.scope(key))
+
+
+def _appended(nodes: list[ast.AST]) -> list[tuple[set[str], ast.expr]]:
+    """(list, value) for each ``chunks.append(value)`` or ``chunks.extend(values)`` among
+    one scope's nodes: a list is made from what is put into it."""
+    found: list[tuple[set[str], ast.expr]] = []
+    for node in nodes:
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in ("append", "extend")
+            and isinstance(node.func.value, ast.Name)
+            and len(node.args) == 1
+        ):
+            found.append(({node.func.value.id}, node.args[0]))
+    return found

@@ -66,6 +66,8 @@ class FileFacts(FunctionFacts, SignalFacts, ExpressionFacts, HelperFacts, BaseFa
         self._parsed: dict[str, tuple[ast.expr, str]] = {}
         self._bindings_memo: dict[int, list[tuple[set[str], ast.expr]]] = {}
         self._nodes_memo: dict[int, list[ast.AST]] = {}
+        # a function's ``with no_grad():`` blocks, by its line (``only_observes``)
+        self._no_grad_memo: dict[int, tuple[tuple[int, int], ...] | None] = {}
         self.flows: Any = None  # the file's finiteness flows, built by ``facts.reactions``
 
 

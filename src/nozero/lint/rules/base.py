@@ -185,9 +185,11 @@ class Context:
         return split_lines(self.module.code)
 
     def report(self, node: cst.CSTNode, rule: Rule, detail: str = "") -> None:
-        if self.facts.only_observes(self.scope_key) or self.facts.in_test(self.scope_key):
-            return  # evaluation, metrics, plots and tests touch no training signal
         start = self.positions[node].start
+        if self.facts.only_observes(
+            self.scope_key, start.line + self.line_offset
+        ) or self.facts.in_test(self.scope_key):
+            return  # evaluation, metrics, plots and tests touch no training signal
         statement = next(
             (a for a in reversed([*self.ancestors, node]) if isinstance(a, cst.BaseStatement)),
             node,
