@@ -8,13 +8,19 @@ ENTRIES: tuple[RuleEntry, ...] = (
     RuleEntry(
         code="NZ301",
         name="swallowed-floating-point-error",
-        message="except clause catches the non-finite failure and training goes on",
+        message="the non-finite failure is caught and training goes on",
         default=True,
         doc="""\
 ## What it flags
 `except FloatingPointError` / `ArithmeticError` around code that
 touches loss or gradients, and `except NonFiniteError` anywhere, whose handler does not
-raise again.
+raise again. A project's own exception class named for a non-finite value
+(`NanException`, `LossIsNaNError`) counts as these do, wherever it is defined.
+
+It also flags a retry helper told to catch such a failure and run the call again
+(`retry_call(train, exceptions=NanException)`, tenacity's
+`retry_if_exception_type(FloatingPointError)`, `backoff.on_exception`): each retry is
+training going on past the non-finite value.
 
 It also flags a handler that catches the failure its own `try` raises on a non-finite
 value: a `raise` under a finiteness test, a finiteness `assert`, `detect_anomaly()`,

@@ -7,6 +7,7 @@ import libcst as cst
 from nozero.lint import vocab
 from nozero.lint.imports import last_part
 from nozero.lint.rules.base import Context, Example, Rule, is_literal, raises, walk
+from nozero.lint.tables.reactions import RETRY_CALLS
 
 
 def _caught_names(handler: cst.ExceptHandler, ctx: Context) -> set[str]:
@@ -19,6 +20,32 @@ def _caught_names(handler: cst.ExceptHandler, ctx: Context) -> set[str]:
         else [handler.type]
     )
     return {last_part(ctx.qualified(t)) for t in types}
+
+
+def _nonfinite(names: set[str]) -> set[str]:
+    """The classes among ``names`` raised for a non-finite value: the table's, and a
+    project's own named for one (``NanException``, defined and raised in another module)."""
+    return {
+        n for n in names if n in vocab.NONFINITE_EXCEPTIONS or vocab.names_nonfinite_exception(n)
+    }
+
+
+def _retried(call: cst.Call, ctx: Context) -> set[str]:
+    """The non-finite exception classes a retry helper's arguments name (``retry_call(f,
+    exceptions=NanException)``, ``retry_if_exception_type((FloatingPointError, E))``)."""
+    if ctx.called(call) not in RETRY_CALLS:
+        return set()
+    named: set[str] = set()
+    for arg in call.args:
+        values = (
+            [e.value for e in arg.value.elements]
+            if isinstance(arg.value, cst.Tuple | cst.List)
+            else [arg.value]
+        )
+        named |= {
+            last_part(ctx.qualified(v)) for v in values if isinstance(v, cst.Name | cst.Attribute)
+        }
+    return _nonfinite(named)
 
 
 def _try_body_is_training(ctx: Context) -> bool:
@@ -188,6 +215,19 @@ class SwallowedFloatingPointError(Rule):
                     print(err)
                     return 3
             """),
+        Example("""\
+            from retry.api import retry_call
+            retry_call(upload_checkpoint, tries=3, exceptions=ConnectionError)
+            """),
+        Example("""\
+            from .model import NanException
+            def main(trainer):
+                try:
+                    trainer.train()
+                except NanException:
+                    trainer.save_debug_state()
+                    raise
+            """),
     ]
     INVALID = [
         Example(
@@ -232,11 +272,42 @@ class SwallowedFloatingPointError(Rule):
             """,
             line=6,
         ),
+        Example(
+            """\
+            from retry.api import retry_call
+            from .model import NanException
+            while trainer.steps < num_steps:
+                retry_call(trainer.train, tries=3, exceptions=NanException)
+            """,
+            line=4,
+        ),
+        Example(
+            """\
+            import tenacity
+            @tenacity.retry(retry=tenacity.retry_if_exception_type(FloatingPointError))
+            def train_step(model, optimizer, batch):
+                loss = model(batch)
+                loss.backward()
+                optimizer.step()
+            """,
+            line=2,
+        ),
+        Example(
+            """\
+            from .errors import LossIsNaNError
+            for batch in loader:
+                try:
+                    loss = train_step(batch)
+                except LossIsNaNError:
+                    continue
+            """,
+            line=5,
+        ),
     ]
 
     def visit_ExceptHandler(self, node: cst.ExceptHandler, ctx: Context) -> None:
         names = _caught_names(node, ctx)
-        caught = names & vocab.NONFINITE_EXCEPTIONS
+        caught = _nonfinite(names)
         if not caught:
             own = _own_failure(names, ctx)
             # in a loop, the handler goes on to the next batch; in a step function, a
@@ -247,8 +318,19 @@ class SwallowedFloatingPointError(Rule):
             return
         if raises(node, ctx) or _ends_run(node, ctx):
             return
-        if "NonFiniteError" in caught or _try_body_is_training(ctx):
+        # ``FloatingPointError`` and ``ArithmeticError`` come from any arithmetic; a class
+        # made for non-finite values (nozero's, a project's ``NanException``) from one alone
+        made_for_it = any(
+            n == "NonFiniteError" or n not in vocab.NONFINITE_EXCEPTIONS for n in caught
+        )
+        if made_for_it or _try_body_is_training(ctx):
             ctx.report(node, self, ", ".join(sorted(caught)))
+
+    def visit_Call(self, node: cst.Call, ctx: Context) -> None:
+        retried = _retried(node, ctx)
+        if retried:
+            detail = f"{ctx.called(node)}() runs the call again on {', '.join(sorted(retried))}"
+            ctx.report(node, self, detail)
 
 
 class InspectedRuntimeError(Rule):
