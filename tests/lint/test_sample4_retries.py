@@ -68,6 +68,18 @@ def run(trainer, module, loaders):
             continue
 """
 
+# a plain name, caught around a call that runs training
+HF_EXCEPT = """\
+from .guards import NanException
+
+def run(trainer, seeds):
+    for seed in seeds:
+        try:
+            trainer.train(resume_from_checkpoint=True)
+        except NanException:
+            trainer.args.seed = seed
+"""
+
 
 @pytest.mark.parametrize(
     ("source", "line", "named"),
@@ -76,8 +88,9 @@ def run(trainer, module, loaders):
         (JAX_TENACITY, 8, "FloatingPointError"),
         (KERAS_BACKOFF, 4, "NonFiniteLossError"),
         (LIGHTNING_EXCEPT, 7, "LossIsNaNError"),
+        (HF_EXCEPT, 7, "NanException"),
     ],
-    ids=["torch-retry_call", "jax-tenacity", "keras-backoff", "lightning-except"],
+    ids=["torch-retry_call", "jax-tenacity", "keras-backoff", "lightning-except", "hf-except"],
 )
 def test_a_caught_or_retried_nonfinite_failure_is_a_swallow(source, line, named):
     found = findings(source)
@@ -111,6 +124,24 @@ def main(trainer):
         raise
 """
 
+# a plain ``NanException`` raised while reading records: dropping the record is the
+# loader's business, and retrying a read is no training step
+LOADING = """\
+from .records import NanException, parse
+
+def load(rows):
+    kept = []
+    for row in rows:
+        try:
+            kept.append(parse(row))
+        except NanException:
+            continue
+    return kept
+
+def read_shard(path):
+    return retry_call(download_shard, fargs=[path], tries=3, exceptions=NanException)
+"""
+
 IN_A_TEST = """\
 from retry.api import retry_call
 from mypkg.model import NanException
@@ -122,8 +153,13 @@ def test_training_recovers(trainer):
 
 @pytest.mark.parametrize(
     ("source", "path"),
-    [(RETRY_NETWORK, "train.py"), (RE_RAISED, "train.py"), (IN_A_TEST, "tests/test_train.py")],
-    ids=["network-retry", "re-raised", "test-module"],
+    [
+        (RETRY_NETWORK, "train.py"),
+        (RE_RAISED, "train.py"),
+        (LOADING, "data.py"),
+        (IN_A_TEST, "tests/test_train.py"),
+    ],
+    ids=["network-retry", "re-raised", "data-loading", "test-module"],
 )
 def test_look_alikes_are_not_reported(source, path):
     assert findings(source, path) == []

@@ -206,6 +206,11 @@ RETRY_CALLS = frozenset(
         "on_exception",  # backoff: @backoff.on_exception(backoff.expo, NonFiniteError)
     }
 )
+# Words of a function that runs training: an ``except`` around its call, or a retry of it,
+# catches what training raised (``trainer.fit()``, ``retry_call(model.train, ...)``).
+TRAINING_RUN_WORDS = frozenset(
+    {"train", "training", "fit", "step", "epoch", "update", "optimize", "backward"}
+)
 
 # ---- keywords of reacting calls -------------------------------------------------------
 # ``nan_to_num`` keywords naming the value cleaned (``nan=``, ``posinf=`` name what
