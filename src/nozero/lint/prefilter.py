@@ -56,7 +56,9 @@ def _screen(text: str) -> bool:
         or vocab.FLOW_SCREEN.search(text)
         or vocab.binds_flag(text)
         or any(suffix in text for suffix in vocab.SETTING_SUFFIXES)
-        or bool(vocab.nonfinite_names(text, vocab.names_nonfinite_helper, first_only=True))
+        or bool(
+            vocab.nonfinite_names(text, vocab.names_nonfinite_helper_or_exception, first_only=True)
+        )
     )
 
 
@@ -223,6 +225,8 @@ def narrow(
     while stack:
         node, function, statement = stack.pop()
         lineno = getattr(node, "lineno", None)
+        if _decorators(node):  # ``@retry(FloatingPointError)`` sits above the ``def``
+            lineno = _first_line(node)
         if lineno is not None and not triggers.could_hold_finding(
             lineno, node.end_lineno or lineno, except_text
         ):
@@ -281,6 +285,7 @@ def candidate_units(
     sanitizes or tests), narrowed to the statements holding them. Finding the helpers and
     flags needs the functions that hold triggers, hence the fixed point."""
     names = set(vocab.TRIGGER_WORDS) | facts.scope(0).flags | vocab.sanitizer_names(source)
+    names |= vocab.nonfinite_exception_names(source)  # ``except NanException:``
     names |= set(facts.imported)
     names |= {
         local

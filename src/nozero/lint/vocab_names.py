@@ -9,6 +9,7 @@ import re
 from collections.abc import Callable
 from functools import cache
 
+from nozero.lint.tables.sources import EXCEPTION_NAME_ENDINGS
 from nozero.lint.vocab_text import (
     is_word_char,
 )
@@ -323,6 +324,29 @@ def names_sanitizer(identifier: str) -> bool:
         and not words & excluded
         and not is_metric_name(identifier)
     )
+
+
+@cache
+def names_nonfinite_exception(identifier: str) -> bool:
+    """Is ``identifier`` an exception class named for a non-finite value (``NanException``,
+    ``LossIsNaNError``, ``NonFiniteGradError``), the failure a project raises on one?"""
+    words = name_words(identifier.replace("NaN", "Nan"))
+    if not identifier[:1].isupper() or len(words) < 2 or words[-1] not in EXCEPTION_NAME_ENDINGS:
+        return False
+    pairs = set(zip(words, words[1:], strict=False))
+    return bool(set(words) & _NONFINITE_NAME_WORDS) or bool(
+        pairs & {("non", "finite"), ("not", "finite")}
+    )
+
+
+def nonfinite_exception_names(text: str) -> set[str]:
+    """The identifiers in ``text`` named for a project's non-finite exception class."""
+    return {identifier_at(text, at) for at in nonfinite_names(text, names_nonfinite_exception)}
+
+
+def names_nonfinite_helper_or_exception(identifier: str) -> bool:
+    """Named for a finiteness test, a cleaning helper or a non-finite exception class."""
+    return names_nonfinite_helper(identifier) or names_nonfinite_exception(identifier)
 
 
 def nonfinite_test_names(text: str, first_only: bool = False) -> list[int]:

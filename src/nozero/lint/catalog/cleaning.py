@@ -201,7 +201,7 @@ score may be replaced as you like; it is not flagged.
     RuleEntry(
         code="NZ107",
         name="non-finite-samples-dropped",
-        message="non-finite per-sample losses are dropped before the mean",
+        message="non-finite per-sample losses or loss terms are dropped from the loss",
         default=True,
         doc="""\
 ## What it flags

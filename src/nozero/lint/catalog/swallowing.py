@@ -8,13 +8,21 @@ ENTRIES: tuple[RuleEntry, ...] = (
     RuleEntry(
         code="NZ301",
         name="swallowed-floating-point-error",
-        message="except clause catches the non-finite failure and training goes on",
+        message="the non-finite failure is caught and training goes on",
         default=True,
         doc="""\
 ## What it flags
 `except FloatingPointError` / `ArithmeticError` around code that
 touches loss or gradients, and `except NonFiniteError` anywhere, whose handler does not
-raise again.
+raise again. A project's own exception class named for a non-finite value counts too,
+wherever it is defined. One that names the value (`LossIsNaNError`) counts anywhere. A
+plain one (`NanException`) counts around training signal or a call that runs training
+(`trainer.fit()`), not around a data loader's `parse(row)`.
+
+It also flags a retry helper told to catch such a failure and run training again. Each
+retry is training going on past the non-finite value:
+`retry_call(model.train, exceptions=NanException)`, tenacity's
+`retry_if_exception_type(FloatingPointError)` on a `train_step`, `backoff.on_exception`.
 
 It also flags a handler that catches the failure its own `try` raises on a non-finite
 value: a `raise` under a finiteness test, a finiteness `assert`, `detect_anomaly()`,

@@ -28,6 +28,7 @@ WHAT = {
     "go_on": "nothing stops training here",
     "replace": "the value is replaced here",
     "drop": "the non-finite samples are dropped here",
+    "drop_term": "a non-finite term is left out of the sum here",
     "nan_drop": "the NaN samples are left out here",
     "keep": "the old state is kept here",
     "sentinel": "the value is replaced by a marker for the overflow check here",
@@ -40,7 +41,7 @@ WHAT = {
 _ROUND_WORDS = frozenset({"epoch", "epochs", "round", "rounds", "episode", "episodes"})
 _FORCED_SCALING = frozenset({"sentinel", "scaler_step", "apex_scale"})
 # ... and those no loss scaler ever does: dropping NaN samples or terms from the loss
-_NOT_SCALING = frozenset({"drop", "nan_drop"})
+_NOT_SCALING = frozenset({"drop", "drop_term", "nan_drop"})
 # Reactions that are a call, not a test: their route names the call.
 _CALL_REACTIONS = frozenset({"scaler_step", "apex_scale", "nan_drop", "clamp_loss"})
 

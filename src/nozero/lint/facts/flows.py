@@ -540,19 +540,21 @@ class Flows(ReactionsPart, SelectionsPart, RecordPart, FlagsPart):
         elif (
             not reacted
             and (not bad_branch or observes_only)
-            and self._gathers(unit, good_branch, tested)
+            and (gathered := self._gathers(unit, good_branch, tested))
         ):
-            self._add(unit, "drop", stmt, route)  # ``if not isnan(loss): losses.append(loss)``
+            self._add(unit, gathered, stmt, route)  # ``if not isnan(loss): losses.append(loss)``
         before = len(self._reactions)
         self._block(unit, bad_branch, loops, found)
         if len(self._reactions) > before:  # one site, one finding: the branch's own one
             self._reactions.pop((stmt.lineno, stmt.col_offset, "go_on"), None)
 
-    def _gathers(self, unit: _Unit, branch: list[ast.stmt], tested: set[str]) -> bool:
+    def _gathers(self, unit: _Unit, branch: list[ast.stmt], tested: set[str]) -> str:
         """Does ``branch`` add a tested value that is training signal to a running total
         or a list (``losses.append(loss)``, ``total += loss``)? Taken only when the value
-        is finite, it leaves the non-finite ones out of the sum."""
+        is finite, it leaves the non-finite ones out of the sum: ``drop_term`` for a term
+        added to a total, ``drop`` for an item gathered into a list ('' when neither)."""
         for stmt in branch:
+            kind = "drop_term"
             if isinstance(stmt, ast.AugAssign) and isinstance(stmt.op, ast.Add):
                 added, total = stmt.value, stmt.target
             elif isinstance(stmt, ast.Assign) and (added := _added_to_itself(stmt)) is not None:
@@ -565,6 +567,7 @@ class Flows(ReactionsPart, SelectionsPart, RecordPart, FlagsPart):
                 and stmt.value.args
             ):
                 added, total = stmt.value.args[0], stmt.value.func.value
+                kind = "drop"
             else:
                 continue
             detached = any(
@@ -580,8 +583,8 @@ class Flows(ReactionsPart, SelectionsPart, RecordPart, FlagsPart):
                 and not vocab.is_log_record_name(total_name)
                 and (into_a_loss or self._signal(unit, added, set()))
             ):
-                return True
-        return False
+                return kind
+        return ""
 
     def _clamped(self, unit: _Unit, stmt: ast.If, found: Flag) -> None:
         """``if not isfinite(h).all(): h = clamp(h, -big, big)``: activations pushed back

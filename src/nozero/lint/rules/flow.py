@@ -280,7 +280,7 @@ class ValueReplacedOnNonFinite(FlowRule):
 
 class NonFiniteSamplesDropped(FlowRule):
     code = "NZ107"
-    kinds = frozenset({"drop", "nan_drop"})
+    kinds = frozenset({"drop", "drop_term", "nan_drop"})
     VALID = [
         Example("""\
             import numpy as np
@@ -346,6 +346,7 @@ class DynamicLossScaleSkip(FlowRule):
             "not_taken",
             "replace",
             "drop",
+            "drop_term",
             "keep",
             "sentinel",
             "scaler_step",

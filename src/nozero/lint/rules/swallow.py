@@ -7,6 +7,7 @@ import libcst as cst
 from nozero.lint import vocab
 from nozero.lint.imports import last_part
 from nozero.lint.rules.base import Context, Example, Rule, is_literal, raises, walk
+from nozero.lint.tables.reactions import RETRY_CALLS, TRAINING_RUN_WORDS
 
 
 def _caught_names(handler: cst.ExceptHandler, ctx: Context) -> set[str]:
@@ -19,6 +20,68 @@ def _caught_names(handler: cst.ExceptHandler, ctx: Context) -> set[str]:
         else [handler.type]
     )
     return {last_part(ctx.qualified(t)) for t in types}
+
+
+def _nonfinite(names: set[str]) -> set[str]:
+    """The classes among ``names`` raised for a non-finite value: the table's, and a
+    project's own named for one (``NanException``, defined and raised in another module)."""
+    return {
+        n for n in names if n in vocab.NONFINITE_EXCEPTIONS or vocab.names_nonfinite_exception(n)
+    }
+
+
+def _names_training(name: str, words: frozenset[str]) -> bool:
+    return bool(words.intersection(vocab.name_words(name.replace("NaN", "Nan"))))
+
+
+def _made_for_training(name: str) -> bool:
+    """Is ``name`` a class raised for non-finite training signal alone: nozero's, or a
+    project's own that also names the value (``LossIsNaNError``, ``NanGradException``)?
+    A plain ``NanException`` may as well be raised while loading data."""
+    return name == "NonFiniteError" or (
+        name not in vocab.NONFINITE_EXCEPTIONS and _names_training(name, vocab.SIGNAL_WORDS)
+    )
+
+
+def _runs_training(node: cst.CSTNode | None, ctx: Context) -> bool:
+    """Does ``node`` call (or name) a function that runs training (``trainer.fit()``,
+    ``model.train``, ``train_step``)?"""
+    if node is None:
+        return False
+    named = [n for n in walk(node) if isinstance(n, cst.Name | cst.Attribute)]
+    return any(
+        _names_training(last_part(ctx.qualified(n)) or "", TRAINING_RUN_WORDS) for n in named
+    )
+
+
+def _retried_target(call: cst.Call, ctx: Context) -> cst.CSTNode | None:
+    """What a retry helper runs again: the function a decorator holding ``call``
+    decorates, or ``retry_call``'s function."""
+    for index in range(len(ctx.ancestors) - 1, 0, -1):
+        if isinstance(ctx.ancestors[index], cst.Decorator):
+            function = ctx.ancestors[index - 1]
+            return function.name if isinstance(function, cst.FunctionDef) else None
+    first = next((a.value for a in call.args if a.keyword is None), None)
+    given = next((a.value for a in call.args if a.keyword and a.keyword.value == "f"), None)
+    return first if first is not None else given
+
+
+def _retried(call: cst.Call, ctx: Context) -> set[str]:
+    """The non-finite exception classes a retry helper's arguments name (``retry_call(f,
+    exceptions=NanException)``, ``retry_if_exception_type((FloatingPointError, E))``)."""
+    if ctx.called(call) not in RETRY_CALLS:
+        return set()
+    named: set[str] = set()
+    for arg in call.args:
+        values = (
+            [e.value for e in arg.value.elements]
+            if isinstance(arg.value, cst.Tuple | cst.List)
+            else [arg.value]
+        )
+        named |= {
+            last_part(ctx.qualified(v)) for v in values if isinstance(v, cst.Name | cst.Attribute)
+        }
+    return _nonfinite(named)
 
 
 def _try_body_is_training(ctx: Context) -> bool:
@@ -188,6 +251,30 @@ class SwallowedFloatingPointError(Rule):
                     print(err)
                     return 3
             """),
+        Example("""\
+            from retry.api import retry_call
+            retry_call(upload_checkpoint, tries=3, exceptions=ConnectionError)
+            """),
+        Example("""\
+            from .records import NanException, parse
+            def load(rows):
+                kept = []
+                for row in rows:
+                    try:
+                        kept.append(parse(row))
+                    except NanException:
+                        continue
+                return kept
+            """),
+        Example("""\
+            from .model import NanException
+            def main(trainer):
+                try:
+                    trainer.train()
+                except NanException:
+                    trainer.save_debug_state()
+                    raise
+            """),
     ]
     INVALID = [
         Example(
@@ -232,11 +319,42 @@ class SwallowedFloatingPointError(Rule):
             """,
             line=6,
         ),
+        Example(
+            """\
+            from retry.api import retry_call
+            from .model import NanException
+            while trainer.steps < num_steps:
+                retry_call(trainer.train, tries=3, exceptions=NanException)
+            """,
+            line=4,
+        ),
+        Example(
+            """\
+            import tenacity
+            @tenacity.retry(retry=tenacity.retry_if_exception_type(FloatingPointError))
+            def train_step(model, optimizer, batch):
+                loss = model(batch)
+                loss.backward()
+                optimizer.step()
+            """,
+            line=2,
+        ),
+        Example(
+            """\
+            from .errors import LossIsNaNError
+            for batch in loader:
+                try:
+                    loss = train_step(batch)
+                except LossIsNaNError:
+                    continue
+            """,
+            line=5,
+        ),
     ]
 
     def visit_ExceptHandler(self, node: cst.ExceptHandler, ctx: Context) -> None:
         names = _caught_names(node, ctx)
-        caught = names & vocab.NONFINITE_EXCEPTIONS
+        caught = _nonfinite(names)
         if not caught:
             own = _own_failure(names, ctx)
             # in a loop, the handler goes on to the next batch; in a step function, a
@@ -247,8 +365,26 @@ class SwallowedFloatingPointError(Rule):
             return
         if raises(node, ctx) or _ends_run(node, ctx):
             return
-        if "NonFiniteError" in caught or _try_body_is_training(ctx):
+        # ``FloatingPointError`` comes from any arithmetic and a plain ``NanException``
+        # from any check: around training signal, or a call that runs training, they are
+        # training's failure; a class named for the value (``LossIsNaNError``) is anywhere
+        own_class = bool(caught - vocab.NONFINITE_EXCEPTIONS)
+        parent = ctx.ancestors[-1] if ctx.ancestors else None
+        if (
+            any(_made_for_training(n) for n in caught)
+            or _try_body_is_training(ctx)
+            or (own_class and isinstance(parent, cst.Try) and _runs_training(parent.body, ctx))
+        ):
             ctx.report(node, self, ", ".join(sorted(caught)))
+
+    def visit_Call(self, node: cst.Call, ctx: Context) -> None:
+        retried = _retried(node, ctx)
+        if retried and (
+            any(_made_for_training(n) for n in retried)
+            or _runs_training(_retried_target(node, ctx), ctx)
+        ):
+            detail = f"{ctx.called(node)}() runs the call again on {', '.join(sorted(retried))}"
+            ctx.report(node, self, detail)
 
 
 class InspectedRuntimeError(Rule):

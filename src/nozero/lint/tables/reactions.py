@@ -196,6 +196,22 @@ OBSERVING_CALLS = frozenset(
     }
 )
 
+# Calls that catch the exception classes among their arguments and run the call again:
+# a retry of a non-finite failure is a swallow, as ``except ...: continue`` is.
+RETRY_CALLS = frozenset(
+    {
+        "retry_call",  # retry: retry_call(model.train, tries=3, exceptions=NanException)
+        "retry",  # retry: @retry(FloatingPointError, tries=3); @retry(exceptions=...)
+        "retry_if_exception_type",  # tenacity: @retry(retry=retry_if_exception_type(E))
+        "on_exception",  # backoff: @backoff.on_exception(backoff.expo, NonFiniteError)
+    }
+)
+# Words of a function that runs training: an ``except`` around its call, or a retry of it,
+# catches what training raised (``trainer.fit()``, ``retry_call(model.train, ...)``).
+TRAINING_RUN_WORDS = frozenset(
+    {"train", "training", "fit", "step", "epoch", "update", "optimize", "backward"}
+)
+
 # ---- keywords of reacting calls -------------------------------------------------------
 # ``nan_to_num`` keywords naming the value cleaned (``nan=``, ``posinf=`` name what
 # replaces it).

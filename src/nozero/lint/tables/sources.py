@@ -100,6 +100,9 @@ NONFINITE_EXCEPTIONS = frozenset(
         "NonFiniteError",  # a project's own: raise NonFiniteError(step)
     }
 )
+# Last words of an exception class's name: a class also named for NaN/Inf is a project's
+# own non-finite failure (``class NanException(Exception)``, ``LossIsNaNError``).
+EXCEPTION_NAME_ENDINGS = frozenset({"error", "exception"})
 # Broad exceptions whose handler is only suspect when it inspects the message.
 BROAD_EXCEPTIONS = frozenset(
     {
