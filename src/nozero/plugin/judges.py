@@ -261,7 +261,10 @@ def _remedy(name: str, note: str, magnitude: float) -> str:
         fix = "guard the division by a column's spread (a std of 0)"
     elif magnitude >= 1.0:
         declare = f"field_ranges={{{name!r}: FieldRange(max_magnitude={magnitude / 1000:g})}}"
-        fix = "clip gradients (optax.clip_by_global_norm) or normalise the inputs"
+        fix = (
+            "clip gradients (optax.clip_by_global_norm, torch.nn.utils.clip_grad_norm_, "
+            "nozero.torch.Guard(max_grad_norm=...)) or normalise the inputs"
+        )
     else:
         declare = f"vary_fields without {name!r}"
         fix = "guard the division by a tiny norm (add an epsilon)"

@@ -10,6 +10,7 @@ from typing import Any
 from nozero.contract import NonFiniteError, parse_message
 from nozero.plugin.batches import Batch
 from nozero.plugin.checked import Seen, recording, steps_checked
+from nozero.plugin.foreign import foreign_check
 from nozero.plugin.messages import describe_error, near_miss
 from nozero.plugin.returned import (
     Entry,
@@ -86,7 +87,10 @@ class Outcome:
             return f"did not finish within {self.timed_out:g} s{where}"
         if self.error is not None:
             miss = near_miss(self.error)
-            return self.error_text + (f"\n    not the documented error: {miss}" if miss else "")
+            if miss:
+                return f"{self.error_text}\n    not the documented error: {miss}"
+            library = foreign_check(self.error)
+            return self.error_text + (f"\n    {library}" if library else "")
         if self.state_type is not None:
             state = f"{article(self.state_type)} {self.state_type}"
             if self.bad_array is None:

@@ -3,9 +3,10 @@ model / params / state whose float arrays are checked finite.
 
 Histories: ``(loss, grad_norm)`` pairs; a list of ``{"loss": ..., "grad_norm": ...}``
 dicts (Lightning's logged metrics collected per step); a dict of lists (Keras'
-``History.history``) or an object holding one (Keras' ``History``). States: numpy, JAX
-and torch arrays in dicts, lists, dataclasses, pytrees, ``nn.Module`` and state dicts,
-Keras models. Nothing here imports torch, JAX or Keras: a value is read through the
+``History.history``) or an object holding one (Keras' ``History``, and the ``records``
+of the result of ``nozero.jax.Guard.run``). States: numpy, JAX and torch arrays in
+dicts, lists, dataclasses, pytrees, ``nn.Module`` and state dicts, Keras models.
+Nothing here imports torch, JAX or Keras: a value is read through the
 library that made it, which is already imported.
 """
 
@@ -158,6 +159,9 @@ def read_history(returned: Any) -> History | None:
     held = getattr(returned, "history", None)  # keras.callbacks.History: one entry an epoch
     if isinstance(held, Mapping) and type(returned).__module__.startswith("keras"):
         return _columns(held, "epoch", "Keras' History (one mean an epoch)")
+    records = getattr(returned, "records", None)  # a guard's result: a column per field
+    if isinstance(records, Mapping) and not callable(records):
+        return _columns(records, "step", f"the per-step records of {type(returned).__name__}")
     return None
 
 
