@@ -1,0 +1,69 @@
+"""PyTorch trainers in styles the recipes do not show, in one pytest subprocess (torch
+must not load twice in one process): a Lightning Fabric loop whose ``clip_gradients``
+raises torch's own error is told which check fired and how to hand its norm to the guard,
+and passes once it does; torch's own non-finite errors (anomaly mode, ``_assert_async``,
+``clip_grad_norm_``) are named."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+
+pytest_plugins = ["pytester"]
+
+FOREIGN_TORCH = """
+import pytest
+import torch
+
+from nozero.plugin.foreign import foreign_check
+
+
+def test_torch_errors_are_named():
+    weight = torch.ones(2, requires_grad=True)
+    with torch.autograd.detect_anomaly(), pytest.raises(RuntimeError) as anomaly:
+        (weight * torch.tensor([float("nan"), 1.0])).sum().backward()
+    assert "anomaly detection" in foreign_check(anomaly.value)
+    with pytest.raises(RuntimeError) as assert_async:
+        torch._assert_async(torch.tensor(False))
+    assert "torch._assert_async" in foreign_check(assert_async.value)
+    with pytest.raises(RuntimeError) as clip:
+        weight.grad = torch.tensor([float("inf"), 1.0])
+        torch.nn.utils.clip_grad_norm_([weight], 1.0, error_if_nonfinite=True)
+    assert "error_if_nonfinite=False" in foreign_check(clip.value)
+"""
+
+
+def test_a_fabric_loop_gets_its_fix_named_and_passes_with_it(contract_dir, monkeypatch):
+    for module in ("torch", "lightning_fabric"):
+        if importlib.util.find_spec(module) is None:
+            pytest.skip(f"{module} is not installed")
+    contract_dir.makepyfile(test_foreign_torch=FOREIGN_TORCH)
+    monkeypatch.setenv("PYTHONPATH", str(contract_dir.path))  # the trainers' modules
+    result = contract_dir.runpytest_subprocess(
+        "--nozero",
+        "--nozero-examples=3",
+        "--hypothesis-seed=0",
+        "-p",
+        "no:cacheprovider",
+        "-v",
+        "--nozero-trainer=styles_torch:fabric_default",
+        "--nozero-trainer=styles_torch:fabric_guarded",
+        "-k",
+        "fabric_guarded or (fabric_default and halts) or test_torch_errors",
+        timeout=240,
+    )
+    result.stdout.fnmatch_lines_random(
+        [
+            f"nozero::{check}[[]styles_torch:fabric_guarded[]] PASSED*"
+            for check in ("halts", "overflow", "no_false_alarm", "never_continue")
+        ]
+        + [
+            "nozero::halts[[]styles_torch:fabric_default[]] FAILED*",
+            "test_foreign_torch.py::test_torch_errors_are_named PASSED*",
+        ]
+    )
+    text = result.stdout.str()
+    assert "this is a library's own non-finite check: torch.nn.utils.clip_grad_norm_" in text
+    assert "Lightning Fabric's clip_gradients passes error_if_nonfinite=True" in text
+    assert "pass error_if_nonfinite=False and hand the norm it returns to" in text
