@@ -48,6 +48,14 @@ class Trial:
         )
 
 
+KERAS_QUIET_STOP = (
+    "Keras' fit returned its History after a non-finite loss: no callback halted it, or one "
+    "stopped it quietly (keras.callbacks.TerminateOnNaN ends fit after the bad step's update, "
+    "without raising); raise nozero.NonFiniteError(batch, loss, grad_norm) from a callback's "
+    "on_train_batch_end (see the Keras recipe)"
+)
+
+
 def _continuation_hints(outcome: Outcome, poisoned_step: int, trial: Trial) -> str:
     """Why a normal return after poison looks the way it does, from the history."""
     history, steps = outcome.history, trial.steps
@@ -79,6 +87,8 @@ def _continuation_hints(outcome: Outcome, poisoned_step: int, trial: Trial) -> s
     bad = outcome.first_non_finite()
     if bad is not None and per_step and bad[0] < len(entries) - 1:
         hints.append(f"training went on for {len(entries) - 1 - bad[0]} steps after step {bad[0]}")
+    if bad is not None and history.unit == "epoch":  # Keras' fit ended with a History
+        hints.append(KERAS_QUIET_STOP)
     return "".join(f"\n  - {hint}" for hint in hints) + _periodic_hint(trial)
 
 
