@@ -1,7 +1,8 @@
 """JAX trainers in styles the recipes do not show: a flax ``TrainState`` under
 ``nozero.jax.Guard`` passes as written (its compilations are counted, not its call
-signatures; the guard's result is read as a per-step history), a skipping one fails, and
-a library's own non-finite error is named with its fix."""
+signatures; the guard's result is read as a per-step history), so does a ``lax.scan``
+trainer that returns its list of per-step losses, a skipping one fails, and a library's
+own non-finite error is named with its fix."""
 
 from __future__ import annotations
 
@@ -16,28 +17,41 @@ import optax  # noqa: F401
 import pytest
 
 from nozero.plugin.foreign import foreign_check
+from nozero.plugin.outcome import read_returned
 from nozero.testing import count_traces
 
 pytest_plugins = ["pytester"]
 FEW = ("--nozero", "--nozero-examples=5", "-p", "no:cacheprovider", "--hypothesis-seed=0")
 
 
-def test_a_trainstate_under_the_guard_passes_and_a_skipping_one_fails(contract_dir, item_reports):
+def test_a_trainstate_under_the_guard_and_a_scan_passes_a_skipping_one_fails(
+    contract_dir, item_reports
+):
     reports = item_reports(
         contract_dir.inline_run(
             *FEW,
             "--nozero-trainer=styles_jax:trainstate_guard",
+            "--nozero-trainer=styles_jax:scan_losses",
             "--nozero-trainer=styles_jax:trainstate_apply_if_finite",
         )
     )
-    guarded = {name: r for name, r in reports.items() if "trainstate_guard" in name}
-    assert len(guarded) == 4 and all(r.passed for r in guarded.values()), {
-        name: r.longreprtext for name, r in guarded.items() if not r.passed
+    passing = {name: r for name, r in reports.items() if "apply_if_finite" not in name}
+    assert len(passing) == 8 and all(r.passed for r in passing.values()), {
+        name: r.longreprtext for name, r in passing.items() if not r.passed
     }
     halts = reports["nozero::halts[styles_jax:trainstate_apply_if_finite]"]
     assert halts.failed
     assert "never raised: returned normally: a TrainState" in halts.longreprtext
     assert "left no non-finite trace in what it returned (skipped" in halts.longreprtext
+
+
+def test_a_list_of_scalars_is_a_loss_history_only_at_the_run_s_length():
+    units = {8: "micro-batch", 4: "step"}
+    history = read_returned([jnp.float32(0.5)] * 4, units).history
+    assert history.entries == ((0.5, None),) * 4 and history.unit == "step"
+    assert read_returned([0.5] * 8, units).history.unit == "micro-batch"
+    weights = read_returned([np.float32(0.1), np.float32(0.2)], units)  # two scalar params
+    assert weights.history is None and weights.state_arrays == 2
 
 
 def test_count_traces_counts_compilations_not_call_signatures():

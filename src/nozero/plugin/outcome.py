@@ -124,11 +124,12 @@ def _documented_halt(error: Exception) -> tuple[int, float, float] | None:
     return None
 
 
-def read_returned(returned: Any) -> Outcome:
-    """Interpret what ``run`` returned; a leaf nozero cannot read raises ReaderFailure."""
+def read_returned(returned: Any, units: dict[int, str] | None = None) -> Outcome:
+    """Interpret what ``run`` returned; a leaf nozero cannot read raises ReaderFailure.
+    ``units``: the lengths a list of bare losses may have, and what each entry is."""
     if returned is None:
         return Outcome(returned=True)
-    history = read_history(returned)
+    history = read_history(returned, units)
     if history is not None:
         return Outcome(returned=True, history=history)
     count, bad = inspect_state(returned)
@@ -166,7 +167,9 @@ def observe(
             halt=_documented_halt(error),
         )
     try:
-        outcome = read_returned(result.value)
+        steps = len(batches) // max(1, trainer.steps_per_update)
+        units = {len(batches): "micro-batch", steps: "step"}  # one a step wins a tie
+        outcome = read_returned(result.value, units)
     except ReaderFailure as failure:  # nozero's own problem, not the trainer's
         return Outcome(returned=True, reader_failure=failure)
     return dataclasses.replace(outcome, checked_steps=frozenset(steps_checked(seen)))

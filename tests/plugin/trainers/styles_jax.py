@@ -3,7 +3,9 @@
 A flax.linen ``TrainState`` (``TrainState.create`` sets ``step=0``, a Python int, and the
 first step returns an array in its place: two call signatures, one compilation) under
 ``nozero.jax.Guard``, returning the guard's result; the same loop with
-``optax.apply_if_finite``, which skips bad steps (wrong on purpose). Copied into
+``optax.apply_if_finite``, which skips bad steps (wrong on purpose); a ``lax.scan`` of two
+optimizer steps a call that raises the documented error itself and returns its list of
+per-step losses. Copied into
 ``pytester`` directories and imported there by name.
 """
 
@@ -11,10 +13,12 @@ from __future__ import annotations
 
 import flax.linen as nn
 import jax
+import jax.numpy as jnp
 import numpy as np
 import optax
 from flax.training import train_state
 
+from nozero import NonFiniteError
 from nozero.jax import Guard
 from nozero.testing import TrainerUnderTest, count_traces
 
@@ -78,4 +82,49 @@ def skipping_train(batches):
 def trainstate_apply_if_finite() -> TrainerUnderTest:
     return TrainerUnderTest.from_example(
         example(), skipping_train, compile_count=count_traces(skipping_step)
+    )
+
+
+STEPS_PER_CALL = 2
+ADAM = optax.adam(1e-2)
+
+
+@jax.jit
+def scanned_steps(params, opt_state, xs, ys):
+    def one(carry, xy):
+        params, opt_state = carry
+        loss, grads = jax.value_and_grad(
+            lambda p: jnp.mean((jnp.tanh(xy[0] @ p["w1"]) @ p["w2"] - xy[1]) ** 2)
+        )(params)
+        updates, opt_state = ADAM.update(grads, opt_state, params)
+        return (optax.apply_updates(params, updates), opt_state), (loss, optax.tree.norm(grads))
+
+    (params, opt_state), (losses, norms) = jax.lax.scan(one, (params, opt_state), (xs, ys))
+    return params, opt_state, losses, norms
+
+
+def scan_train(batches):
+    params = {"w1": jnp.full((4, 8), 0.1, jnp.float32), "w2": jnp.full((8, 1), 0.1, jnp.float32)}
+    opt_state = ADAM.init(params)
+    losses = []
+    for start in range(0, len(batches), STEPS_PER_CALL):
+        chunk = batches[start : start + STEPS_PER_CALL]
+        xs, ys = (np.stack([b[k] for b in chunk]) for k in ("x", "y"))
+        params, opt_state, chunk_losses, norms = scanned_steps(params, opt_state, xs, ys)
+        for i, (loss, norm) in enumerate(
+            zip(np.asarray(chunk_losses), np.asarray(norms), strict=True)
+        ):
+            if not (np.isfinite(loss) and np.isfinite(norm)):
+                raise NonFiniteError(start + i, float(loss), float(norm))
+            losses.append(float(loss))
+    return losses  # one loss a step
+
+
+def scan_losses() -> TrainerUnderTest:
+    targets = np.random.default_rng(1).standard_normal((8, 1)).astype(np.float32)
+    return TrainerUnderTest.from_example(
+        {"x": example()["x"], "y": targets},
+        scan_train,
+        check_every=STEPS_PER_CALL,
+        compile_count=count_traces(scanned_steps),
     )
