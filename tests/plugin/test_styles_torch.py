@@ -1,17 +1,21 @@
 """PyTorch trainers in styles the recipes do not show, in one pytest subprocess (torch
 must not load twice in one process): a Lightning Fabric loop whose ``clip_gradients``
 raises torch's own error is told which check fired and how to hand its norm to the guard,
-and passes once it does; torch's own non-finite errors (anomaly mode, ``_assert_async``,
-``clip_grad_norm_``) are named; Keras 3 on the torch backend with ``TerminateOnNaN``
-returns its History, and the failure says that callback stops without raising."""
+and the troubleshooting page's Fabric recipe, as printed, passes; torch's own non-finite
+errors (anomaly mode, ``_assert_async``, ``clip_grad_norm_``) are named; Keras 3 on the
+torch backend with ``TerminateOnNaN`` returns its History, and the failure says that
+callback stops without raising."""
 
 from __future__ import annotations
 
 import importlib.util
 
 import pytest
+from docs_blocks import python_blocks
 
 pytest_plugins = ["pytester"]
+RUNS_DOCS_BLOCKS = {"plugin/troubleshooting.md": 1}
+FABRIC_RECIPE = "# conftest.py — a Lightning Fabric loop"
 
 FOREIGN_TORCH = """
 import pytest
@@ -76,6 +80,9 @@ def test_fabric_and_keras_torch_trainers_get_their_fix_named(contract_dir, monke
         if importlib.util.find_spec(module) is None:
             pytest.skip(f"{module} is not installed")
     contract_dir.makepyfile(test_foreign_torch=FOREIGN_TORCH)
+    (recipe,) = python_blocks("plugin/troubleshooting.md", first_line_prefix=FABRIC_RECIPE)
+    assert len(python_blocks("plugin/troubleshooting.md")) == 1
+    contract_dir.mkpydir("fabric_recipe").joinpath("conftest.py").write_text(recipe)
     contract_dir.mkpydir("keras_torch").joinpath("conftest.py").write_text(KERAS_TERMINATE_ON_NAN)
     monkeypatch.delenv("KERAS_BACKEND", raising=False)
     monkeypatch.setenv("PYTHONPATH", str(contract_dir.path))  # the trainers' modules
@@ -87,15 +94,14 @@ def test_fabric_and_keras_torch_trainers_get_their_fix_named(contract_dir, monke
         "no:cacheprovider",
         "-v",
         "--nozero-trainer=styles_torch:fabric_default",
-        "--nozero-trainer=styles_torch:fabric_guarded",
         "-k",
-        "fabric_guarded or (fabric_default and halts) or test_torch_errors "
+        "fabric_recipe or (fabric_default and halts) or test_torch_errors "
         "or (keras_torch and halts)",
         timeout=240,
     )
     result.stdout.fnmatch_lines_random(
         [
-            f"nozero::{check}[[]styles_torch:fabric_guarded[]] PASSED*"
+            f"fabric_recipe/nozero::{check}[[]nozero_trainer[]] PASSED*"
             for check in ("halts", "overflow", "no_false_alarm", "never_continue")
         ]
         + [

@@ -2,8 +2,8 @@
 
 A Lightning Fabric loop (``fabric.setup``, ``fabric.backward``, ``fabric.clip_gradients``)
 under ``nozero.torch.Guard``: as Fabric's users write it, ``clip_gradients`` raises its
-own error on a non-finite norm; with ``error_if_nonfinite=False`` and the norm handed to
-the guard it passes. Copied into ``pytester`` directories and imported there by name, in a
+own error on a non-finite norm (the loop that passes is the troubleshooting page's Fabric
+recipe). Copied into ``pytester`` directories and imported there by name, in a
 subprocess: torch must not load twice in one process.
 """
 
@@ -30,7 +30,7 @@ def _mlp() -> torch.nn.Module:
     return torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.GELU(), torch.nn.Linear(8, 1))
 
 
-def _fabric_train(batches, error_if_nonfinite: bool):
+def _fabric_train(batches):
     fabric = Fabric(accelerator="cpu", devices=1)
     model = _mlp()
     model, optimizer = fabric.setup(model, torch.optim.AdamW(model.parameters(), lr=1e-3))
@@ -40,12 +40,7 @@ def _fabric_train(batches, error_if_nonfinite: bool):
             x, y = torch.from_numpy(batch["x"]), torch.from_numpy(batch["y"])
             loss = torch.nn.functional.mse_loss(model(x), y)
             fabric.backward(loss)
-            if error_if_nonfinite:  # Fabric's default: its own error on a non-finite norm
-                norm = fabric.clip_gradients(model, optimizer, max_norm=1.0)
-            else:
-                norm = fabric.clip_gradients(
-                    model, optimizer, max_norm=1.0, error_if_nonfinite=False
-                )
+            norm = fabric.clip_gradients(model, optimizer, max_norm=1.0)  # raises if not finite
             guard.step(loss, grad_norm=norm)
             optimizer.zero_grad()
             history.append((loss.detach(), norm))
@@ -53,8 +48,4 @@ def _fabric_train(batches, error_if_nonfinite: bool):
 
 
 def fabric_default() -> TrainerUnderTest:
-    return TrainerUnderTest.from_example(example(), lambda b: _fabric_train(b, True))
-
-
-def fabric_guarded() -> TrainerUnderTest:
-    return TrainerUnderTest.from_example(example(), lambda b: _fabric_train(b, False))
+    return TrainerUnderTest.from_example(example(), _fabric_train)
