@@ -45,6 +45,16 @@ def test_a_trainstate_under_the_guard_and_a_scan_passes_a_skipping_one_fails(
     assert "left no non-finite trace in what it returned (skipped" in halts.longreprtext
 
 
+def test_weakly_typed_first_parameters_compile_twice_and_the_message_says_so(
+    contract_dir, item_reports
+):
+    trainer = "--nozero-trainer=styles_jax:scan_losses_weak_init"
+    reports = item_reports(contract_dir.inline_run(*FEW, trainer, "-k", "halts"))
+    text = reports["nozero::halts[styles_jax:scan_losses_weak_init]"].longreprtext
+    assert "compiled 2 times during the 'halts' check" in text
+    assert "jnp.full(shape, 0.1) without dtype=" in text
+
+
 def test_a_list_of_scalars_is_a_loss_history_only_at_the_run_s_length():
     units = {8: "micro-batch", 4: "step"}
     history = read_returned([jnp.float32(0.5)] * 4, units).history

@@ -5,11 +5,13 @@ first step returns an array in its place: two call signatures, one compilation) 
 ``nozero.jax.Guard``, returning the guard's result; the same loop with
 ``optax.apply_if_finite``, which skips bad steps (wrong on purpose); a ``lax.scan`` of two
 optimizer steps a call that raises the documented error itself and returns its list of
-per-step losses. Copied into
-``pytester`` directories and imported there by name.
+per-step losses (and the same with weakly typed first parameters, which compile twice).
+Copied into ``pytester`` directories and imported there by name.
 """
 
 from __future__ import annotations
+
+import dataclasses
 
 import flax.linen as nn
 import jax
@@ -103,8 +105,8 @@ def scanned_steps(params, opt_state, xs, ys):
     return params, opt_state, losses, norms
 
 
-def scan_train(batches):
-    params = {"w1": jnp.full((4, 8), 0.1, jnp.float32), "w2": jnp.full((8, 1), 0.1, jnp.float32)}
+def scan_train(batches, dtype=jnp.float32):
+    params = {"w1": jnp.full((4, 8), 0.1, dtype), "w2": jnp.full((8, 1), 0.1, dtype)}
     opt_state = ADAM.init(params)
     losses = []
     for start in range(0, len(batches), STEPS_PER_CALL):
@@ -128,3 +130,10 @@ def scan_losses() -> TrainerUnderTest:
         check_every=STEPS_PER_CALL,
         compile_count=count_traces(scanned_steps),
     )
+
+
+def scan_losses_weak_init() -> TrainerUnderTest:
+    """The same with ``jnp.full(shape, 0.1)``: weakly typed first parameters, so the
+    second call (strongly typed, from Adam) compiles again."""
+    trainer = scan_losses()
+    return dataclasses.replace(trainer, run=lambda batches: scan_train(batches, dtype=None))
