@@ -58,7 +58,8 @@ class _JitCompiles:
     """A ``jax.jit`` function's compilations: each interval between two reads counts
     the fewer of its new cache entries and the compiles of its name (both grow together
     on a retrace, in the same call). Until a compile of its name has been seen (a
-    wrapper may name it otherwise), every new entry counts, as before."""
+    wrapper may name it otherwise), every new entry counts; so do the entries it already
+    had when counting began: the count is of compilations so far."""
 
     def __init__(self, function: Any) -> None:
         _Compiles.listen()
@@ -66,7 +67,7 @@ class _JitCompiles:
         self._names = (f"jit({getattr(function, '__name__', '')})",)
         self._entries = function._cache_size()
         self._named = _Compiles.of(self._names)
-        self._count = 0
+        self._count = self._entries  # before counting began, each entry stands for one
         self._named_seen = False
 
     def __call__(self) -> int:
