@@ -133,3 +133,44 @@ def test_a_divergence_on_large_clean_inputs_names_clipping_in_each_framework(
     text = reports["nozero::no_false_alarm[nozero_trainer]"].longreprtext
     assert "the trainer diverged on clean, finite batches" in text
     assert "clip gradients (optax.clip_by_global_norm, torch.nn.utils.clip_grad_norm_" in text
+
+
+SKIPPING_LOOP = """
+import numpy as np
+import pytest
+
+from nozero.testing import TrainerUnderTest
+
+
+def train(batches):  # logistic regression that leaves out a step whose loss is not finite
+    w = np.zeros((4, 1), np.float32)
+    history = []
+    with np.errstate(all="ignore"):
+        for batch in batches:
+            z = batch["x"] @ w
+            loss = float(np.mean(np.logaddexp(0, z) - batch["y"] * z))
+            grad = batch["x"].T @ (1 / (1 + np.exp(-z)) - batch["y"]) / len(z)
+            norm = float(np.linalg.norm(grad))
+            if not (np.isfinite(loss) and np.isfinite(norm)):
+                continue  # skip the step
+            w = w - 0.1 * grad
+            history.append((loss, norm))
+    return history
+
+
+@pytest.fixture
+def nozero_trainer():
+    rng = np.random.default_rng(0)
+    return TrainerUnderTest.from_example(
+        {"x": rng.standard_normal((8, 4)).astype(np.float32),
+         "y": (rng.random((8, 1)) < 0.5).astype(np.float32)}, train, poison_fields=["x"])
+"""
+
+
+def test_a_loop_that_leaves_out_an_overflowing_step_fails_overflow(pytester, item_reports):
+    pytester.makeconftest(SKIPPING_LOOP)
+    reports = item_reports(pytester.inline_run(*FEW, "-k", "overflow"))
+    text = reports["nozero::overflow[nozero_trainer]"].longreprtext
+    assert "entries, after a huge value, where a run on clean batches returns 4: steps skipped" in (
+        text
+    )

@@ -235,6 +235,22 @@ def judge_halts(case: PoisonedCase, outcome: Outcome, trial: Trial) -> str | Non
     return misplaced or _finite_report(outcome.halt)
 
 
+def _skipped_steps(outcome: Outcome, trial: Trial) -> str | None:
+    """A per-step history shorter after a huge value than after a clean run: the steps
+    whose values were not finite were left out. (The clean run is made only then.)"""
+    history = outcome.history
+    if history is None or history.unit != "step" or len(history.entries) >= trial.steps:
+        return None
+    clean = trial.observe(clean_explicit(trial.trainer, trial.steps)[0]).history
+    if clean is None or len(clean.entries) <= len(history.entries):
+        return None
+    return (
+        f"{outcome.describe()}, after a huge value, where a run on clean batches returns "
+        f"{len(clean.entries)}: steps skipped. A step whose loss or grad norm is not finite "
+        f"must raise {DOCUMENTED}, not be left out"
+    )
+
+
 def judge_overflow(case: PoisonedCase, outcome: Outcome, trial: Trial) -> str | None:
     if outcome.halt is not None:  # an overflowing update may halt with finite values
         return _halt_in_window(case, outcome, trial, "the huge value")
@@ -250,6 +266,9 @@ def judge_overflow(case: PoisonedCase, outcome: Outcome, trial: Trial) -> str | 
             f"{outcome.describe()}\n  — a non-finite loss, grad norm or parameter must raise "
             "the documented error, not be returned"
         )
+    skipped = _skipped_steps(outcome, trial)
+    if skipped:
+        return skipped
     if outcome.history is None and not set(range(trial.steps)) <= outcome.checked_steps:
         return (
             f"{outcome.describe()}, after a huge value, but no per-step history: finite "
