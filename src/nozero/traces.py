@@ -1,7 +1,12 @@
 """Counting a jitted function's compilations from what JAX itself records.
 
-``jax.jit`` keeps one cache entry per compilation; ``equinox.filter_jit`` and
-``flax.nnx.jit`` hold such a function. ``jax.pmap`` keeps no cache one can read, so its
+``jax.jit`` keeps one dispatch-cache entry per call signature; ``equinox.filter_jit`` and
+``flax.nnx.jit`` hold such a function. A signature is not a compilation: a Python scalar
+in the state (flax's ``TrainState.create`` sets ``step=0``) and the array the first step
+returns in its place are two entries for one executable. So a ``jax.jit`` function counts
+the new cache entries that came with a compile of its name (JAX's compile event names
+``jit(NAME)``): a retrace adds both, a new signature alone adds no compile, and another
+function of the same name adds no entry here. ``jax.pmap`` keeps no cache one can read, so its
 compilations are counted from JAX's compile events: every pmap compiled in the process
 while counting, so build other pmapped functions (an optimizer's init) once, outside
 run(). Nothing here imports JAX at import time, so the pytest plugin can offer it without
@@ -23,10 +28,11 @@ _COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
 _PMAP_NAMES = ("jit(_fun)", "pmap(_fun)")
 
 
-class _PmapCompiles:
-    """Compilations of pmapped functions, from JAX's monitoring events (one listener)."""
+class _Compiles:
+    """Backend compilations by function name, from JAX's monitoring events (one
+    listener for the process, registered on first use)."""
 
-    count = 0
+    by_name: dict[str, int] = {}
     listening = False
 
     @classmethod
@@ -36,11 +42,41 @@ class _PmapCompiles:
         import jax.monitoring
 
         def heard(event: str, duration: float, **info: Any) -> None:
-            if event == _COMPILE_EVENT and info.get("fun_name") in _PMAP_NAMES:
-                cls.count += 1
+            if event == _COMPILE_EVENT:
+                name = str(info.get("fun_name"))
+                cls.by_name[name] = cls.by_name.get(name, 0) + 1
 
         jax.monitoring.register_event_duration_secs_listener(heard)
         cls.listening = True
+
+    @classmethod
+    def of(cls, names: tuple[str, ...]) -> int:
+        return sum(cls.by_name.get(name, 0) for name in names)
+
+
+class _JitCompiles:
+    """A ``jax.jit`` function's compilations: each interval between two reads counts
+    the fewer of its new cache entries and the compiles of its name (both grow together
+    on a retrace, in the same call). Until a compile of its name has been seen (a
+    wrapper may name it otherwise), every new entry counts; so do the entries it already
+    had when counting began: the count is of compilations so far."""
+
+    def __init__(self, function: Any) -> None:
+        _Compiles.listen()
+        self._function = function
+        self._names = (f"jit({getattr(function, '__name__', '')})",)
+        self._entries = function._cache_size()
+        self._named = _Compiles.of(self._names)
+        self._count = self._entries  # before counting began, each entry stands for one
+        self._named_seen = False
+
+    def __call__(self) -> int:
+        entries, named = self._function._cache_size(), _Compiles.of(self._names)
+        new = entries - self._entries
+        self._named_seen = self._named_seen or named > self._named
+        self._count += max(0, min(new, named - self._named) if self._named_seen else new)
+        self._entries, self._named = entries, named
+        return self._count
 
 
 def _is_pmap(function: Any) -> bool:
@@ -58,11 +94,11 @@ def _cache_size_reader(function: Any) -> Callable[[], int]:
     while id(function) not in seen:
         seen.add(id(function))
         if callable(getattr(function, "_cache_size", None)):  # jax.jit
-            return function._cache_size
+            return _JitCompiles(function)
         if _is_pmap(function):
-            _PmapCompiles.listen()
-            start = _PmapCompiles.count
-            return lambda: _PmapCompiles.count - start
+            _Compiles.listen()
+            start = _Compiles.of(_PMAP_NAMES)
+            return lambda: _Compiles.of(_PMAP_NAMES) - start
         inner = next((getattr(function, a) for a in _INNER if hasattr(function, a)), None)
         if inner is None:
             break

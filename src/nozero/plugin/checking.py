@@ -209,6 +209,9 @@ def run_check(check: Check, trainer: Any, request: pytest.FixtureRequest) -> Non
             pytest.fail(
                 f"trainer compiled {compiles} times during the '{check.name}' check; "
                 "shapes never change across examples, so it should compile at most once "
-                "(does run() retrace on a Python value or a changing static argument?)",
+                "(does run() retrace on a Python value or a changing static argument? Or "
+                "does its first state differ in dtype or weak type from what the step "
+                "returns, as jnp.full(shape, 0.1) without dtype= does? Then the second step "
+                "compiles again: give the first state the step's dtypes)",
                 pytrace=False,
             )

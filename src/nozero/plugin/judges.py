@@ -48,6 +48,14 @@ class Trial:
         )
 
 
+KERAS_QUIET_STOP = (
+    "Keras' fit returned its History after a non-finite loss: no callback halted it, or one "
+    "stopped it quietly (keras.callbacks.TerminateOnNaN ends fit after the bad step's update, "
+    "without raising); raise nozero.NonFiniteError(batch, loss, grad_norm) from a callback's "
+    "on_train_batch_end (see the Keras recipe)"
+)
+
+
 def _continuation_hints(outcome: Outcome, poisoned_step: int, trial: Trial) -> str:
     """Why a normal return after poison looks the way it does, from the history."""
     history, steps = outcome.history, trial.steps
@@ -79,6 +87,8 @@ def _continuation_hints(outcome: Outcome, poisoned_step: int, trial: Trial) -> s
     bad = outcome.first_non_finite()
     if bad is not None and per_step and bad[0] < len(entries) - 1:
         hints.append(f"training went on for {len(entries) - 1 - bad[0]} steps after step {bad[0]}")
+    if bad is not None and history.unit == "epoch":  # Keras' fit ended with a History
+        hints.append(KERAS_QUIET_STOP)
     return "".join(f"\n  - {hint}" for hint in hints) + _periodic_hint(trial)
 
 
@@ -225,6 +235,22 @@ def judge_halts(case: PoisonedCase, outcome: Outcome, trial: Trial) -> str | Non
     return misplaced or _finite_report(outcome.halt)
 
 
+def _skipped_steps(outcome: Outcome, trial: Trial) -> str | None:
+    """A per-step history shorter after a huge value than after a clean run: the steps
+    whose values were not finite were left out. (The clean run is made only then.)"""
+    history = outcome.history
+    if history is None or history.unit != "step" or len(history.entries) >= trial.steps:
+        return None
+    clean = trial.observe(clean_explicit(trial.trainer, trial.steps)[0]).history
+    if clean is None or len(clean.entries) <= len(history.entries):
+        return None
+    return (
+        f"{outcome.describe()}, after a huge value, where a run on clean batches returns "
+        f"{len(clean.entries)}: steps skipped. A step whose loss or grad norm is not finite "
+        f"must raise {DOCUMENTED}, not be left out"
+    )
+
+
 def judge_overflow(case: PoisonedCase, outcome: Outcome, trial: Trial) -> str | None:
     if outcome.halt is not None:  # an overflowing update may halt with finite values
         return _halt_in_window(case, outcome, trial, "the huge value")
@@ -240,6 +266,9 @@ def judge_overflow(case: PoisonedCase, outcome: Outcome, trial: Trial) -> str | 
             f"{outcome.describe()}\n  — a non-finite loss, grad norm or parameter must raise "
             "the documented error, not be returned"
         )
+    skipped = _skipped_steps(outcome, trial)
+    if skipped:
+        return skipped
     if outcome.history is None and not set(range(trial.steps)) <= outcome.checked_steps:
         return (
             f"{outcome.describe()}, after a huge value, but no per-step history: finite "
@@ -261,7 +290,10 @@ def _remedy(name: str, note: str, magnitude: float) -> str:
         fix = "guard the division by a column's spread (a std of 0)"
     elif magnitude >= 1.0:
         declare = f"field_ranges={{{name!r}: FieldRange(max_magnitude={magnitude / 1000:g})}}"
-        fix = "clip gradients (optax.clip_by_global_norm) or normalise the inputs"
+        fix = (
+            "clip gradients (optax.clip_by_global_norm, torch.nn.utils.clip_grad_norm_, "
+            "nozero.torch.Guard(max_grad_norm=...)) or normalise the inputs"
+        )
     else:
         declare = f"vary_fields without {name!r}"
         fix = "guard the division by a tiny norm (add an epsilon)"

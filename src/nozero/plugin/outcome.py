@@ -10,6 +10,7 @@ from typing import Any
 from nozero.contract import NonFiniteError, parse_message
 from nozero.plugin.batches import Batch
 from nozero.plugin.checked import Seen, recording, steps_checked
+from nozero.plugin.foreign import foreign_check
 from nozero.plugin.messages import describe_error, near_miss
 from nozero.plugin.returned import (
     Entry,
@@ -86,7 +87,10 @@ class Outcome:
             return f"did not finish within {self.timed_out:g} s{where}"
         if self.error is not None:
             miss = near_miss(self.error)
-            return self.error_text + (f"\n    not the documented error: {miss}" if miss else "")
+            if miss:
+                return f"{self.error_text}\n    not the documented error: {miss}"
+            library = foreign_check(self.error)
+            return self.error_text + (f"\n    {library}" if library else "")
         if self.state_type is not None:
             state = f"{article(self.state_type)} {self.state_type}"
             if self.bad_array is None:
@@ -120,11 +124,12 @@ def _documented_halt(error: Exception) -> tuple[int, float, float] | None:
     return None
 
 
-def read_returned(returned: Any) -> Outcome:
-    """Interpret what ``run`` returned; a leaf nozero cannot read raises ReaderFailure."""
+def read_returned(returned: Any, units: dict[int, str] | None = None) -> Outcome:
+    """Interpret what ``run`` returned; a leaf nozero cannot read raises ReaderFailure.
+    ``units``: the lengths a list of bare losses may have, and what each entry is."""
     if returned is None:
         return Outcome(returned=True)
-    history = read_history(returned)
+    history = read_history(returned, units)
     if history is not None:
         return Outcome(returned=True, history=history)
     count, bad = inspect_state(returned)
@@ -162,7 +167,9 @@ def observe(
             halt=_documented_halt(error),
         )
     try:
-        outcome = read_returned(result.value)
+        steps = len(batches) // max(1, trainer.steps_per_update)
+        units = {len(batches): "micro-batch", steps: "step"}  # one a step wins a tie
+        outcome = read_returned(result.value, units)
     except ReaderFailure as failure:  # nozero's own problem, not the trainer's
         return Outcome(returned=True, reader_failure=failure)
     return dataclasses.replace(outcome, checked_steps=frozenset(steps_checked(seen)))

@@ -1,11 +1,13 @@
 """Reading what ``run`` returned: a history in any of the shapes users keep one in, or a
 model / params / state whose float arrays are checked finite.
 
-Histories: ``(loss, grad_norm)`` pairs; a list of ``{"loss": ..., "grad_norm": ...}``
+Histories: ``(loss, grad_norm)`` pairs; a list of losses, one a step (or micro-batch);
+a list of ``{"loss": ..., "grad_norm": ...}``
 dicts (Lightning's logged metrics collected per step); a dict of lists (Keras'
-``History.history``) or an object holding one (Keras' ``History``). States: numpy, JAX
-and torch arrays in dicts, lists, dataclasses, pytrees, ``nn.Module`` and state dicts,
-Keras models. Nothing here imports torch, JAX or Keras: a value is read through the
+``History.history``) or an object holding one (Keras' ``History``, and the ``records``
+of the result of ``nozero.jax.Guard.run``). States: numpy, JAX and torch arrays in
+dicts, lists, dataclasses, pytrees, ``nn.Module`` and state dicts, Keras models.
+Nothing here imports torch, JAX or Keras: a value is read through the
 library that made it, which is already imported.
 """
 
@@ -149,15 +151,29 @@ def _columns(returned: Mapping, unit: str, source: str) -> History | None:
     return History(tuple(entries), unit=unit, source=source)
 
 
-def read_history(returned: Any) -> History | None:
-    """``returned`` read as a history, or None when it is not one."""
+def _losses(returned: Sequence, units: Mapping[int, str]) -> History | None:
+    """A list of scalars, one a step (or one a micro-batch): the losses alone. Only at the
+    run's own length, so a list of scalar parameters is never taken for one."""
+    unit = units.get(len(returned))
+    values = [_scalar(value) for value in returned] if unit else []
+    if not values or any(value is None for value in values):
+        return None
+    return History(tuple((v, None) for v in values), unit=unit, source=f"a list of {unit} losses")
+
+
+def read_history(returned: Any, units: Mapping[int, str] | None = None) -> History | None:
+    """``returned`` read as a history, or None when it is not one. ``units`` maps the
+    lengths a list of bare losses may have to what each entry is (``{4: "step"}``)."""
     if isinstance(returned, list | tuple) and not hasattr(returned, "_fields") and returned:
-        return _pairs(returned) or _dicts(returned)
+        return _pairs(returned) or _dicts(returned) or _losses(returned, units or {})
     if isinstance(returned, Mapping):
         return _columns(returned, "step", "a dict of per-step lists")
     held = getattr(returned, "history", None)  # keras.callbacks.History: one entry an epoch
     if isinstance(held, Mapping) and type(returned).__module__.startswith("keras"):
         return _columns(held, "epoch", "Keras' History (one mean an epoch)")
+    records = getattr(returned, "records", None)  # a guard's result: a column per field
+    if isinstance(records, Mapping) and not callable(records):
+        return _columns(records, "step", f"the per-step records of {type(returned).__name__}")
     return None
 
 
