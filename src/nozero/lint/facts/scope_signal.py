@@ -252,9 +252,18 @@ class SignalFacts:
         return found
 
     def _computes_loss_from(self, caller_key: int, name: str) -> bool:
-        if self.only_observes(caller_key) or self.in_test(caller_key):
+        if self.in_test(caller_key):
             return False
         caller, _ = self._functions[caller_key]
+        if not self.only_observes(caller_key) and self._binds_loss_from(caller, name):
+            return True
+        # stored under a key that a loss reads back (a rollout's old log-probs, made
+        # without gradient and read by ``compute_loss``): no_grad does not make it a log
+        return not vocab.names_evaluation(caller.name) and any(
+            map(self._key_feeds_a_loss, self._keys_stored_from(caller, name))
+        )
+
+    def _binds_loss_from(self, caller: FunctionNode, name: str) -> bool:
         bindings = self.bindings(caller)
         fed = self._names_reaching_a_loss(caller, bindings, callers=False)
         values = [value for names, value in bindings if names & fed]
@@ -269,6 +278,58 @@ class SignalFacts:
             for value in values
             for node in ast.walk(value)
         )
+
+    def _keys_stored_from(self, caller: FunctionNode, name: str) -> set[str]:
+        """The string keys ``caller`` stores what ``name`` returns under
+        (``data["old_logps"] = logps``, ``{"old_logp": logprobs(...)}``)."""
+
+        def calls_it(value: ast.AST) -> bool:
+            return any(
+                isinstance(n, ast.Call) and self.helper_name(n.func) == name
+                for n in ast.walk(value)
+            )
+
+        held = {n for names, value in self.bindings(caller) if calls_it(value) for n in names}
+
+        def holds(value: ast.AST | None) -> bool:
+            return value is not None and (calls_it(value) or bool(_values_in(value) & held))
+
+        keys: set[str] = set()
+        for node in self.nodes(caller):
+            if isinstance(node, ast.Assign) and holds(node.value):
+                keys.update(filter(None, map(_key_of, node.targets)))
+            elif isinstance(node, ast.Dict):
+                keys.update(
+                    key.value
+                    for key, value in zip(node.keys, node.values, strict=True)
+                    if isinstance(key, ast.Constant) and isinstance(key.value, str) and holds(value)
+                )
+        return keys
+
+    def _key_feeds_a_loss(self, key: str) -> bool:
+        """Does a training function in the file compute its loss from what it reads
+        under ``key`` (``old_logps = inputs.get("old_logps")``, ``batch["old_values"]``)?"""
+        memo = ("key_feeds_a_loss", key)
+        if memo not in self._helper_memo:
+            self._helper_memo[memo] = any(
+                self._reads_key_into_loss(line, function, key)
+                for line, (function, _) in self._functions.items()
+            )
+        return self._helper_memo[memo]
+
+    def _reads_key_into_loss(self, line: int, function: FunctionNode, key: str) -> bool:
+        bindings = self.bindings(function)
+        read = {
+            n
+            for names, value in bindings
+            if any(_key_of(node) == key for node in ast.walk(value))
+            for n in names
+        }
+        if not read or self.in_test(line) or self.only_observes(line):
+            return False
+        if any(map(vocab.is_loss_name, read)):
+            return True
+        return bool(read & self._names_reaching_a_loss(function, bindings, callers=False))
 
     def _returns_model_output(self, function: FunctionNode) -> bool:
         """Does ``function`` return a value and bind or return a model's output?"""
@@ -340,8 +401,9 @@ class SignalFacts:
 
 
 def _appended(nodes: list[ast.AST]) -> list[tuple[set[str], ast.expr]]:
-    """(list, value) for each ``chunks.append(value)`` or ``chunks.extend(values)`` among
-    one scope's nodes: a list is made from what is put into it."""
+    """(container, value) for each ``chunks.append(value)``, ``chunks.extend(values)`` or
+    ``buffer[i, :n] = value`` among one scope's nodes: a list or a preallocated buffer
+    filled chunk by chunk is made from what is put into it."""
     found: list[tuple[set[str], ast.expr]] = []
     for node in nodes:
         if (
@@ -352,4 +414,26 @@ def _appended(nodes: list[ast.AST]) -> list[tuple[set[str], ast.expr]]:
             and len(node.args) == 1
         ):
             found.append(({node.func.value.id}, node.args[0]))
+        elif isinstance(node, ast.Assign):
+            found.extend(
+                ({target.value.id}, node.value)
+                for target in node.targets
+                if isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name)
+            )
     return found
+
+
+def _key_of(node: ast.AST) -> str | None:
+    """The string key ``node`` stores or reads (``batch["k"]``, ``batch.get("k")``)."""
+    if isinstance(node, ast.Subscript):
+        key = node.slice
+    elif (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "get"
+        and node.args
+    ):
+        key = node.args[0]
+    else:
+        return None
+    return key.value if isinstance(key, ast.Constant) and isinstance(key.value, str) else None
