@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import secrets
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -35,7 +34,7 @@ def atomic_output(path: str | os.PathLike[str], *, durable: bool = True) -> Iter
     """
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}-{secrets.token_hex(3)}")
+    tmp = target.with_name(f".{target.name}.tmp-{os.getpid()}-{os.urandom(3).hex()}")
     try:
         yield tmp
         if durable:

@@ -10,7 +10,6 @@ them to stderr (the command line).
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -327,6 +326,8 @@ def _gitlab(
 
 
 def _fingerprint(*parts: str) -> str:
+    import hashlib  # only GitLab's report needs it; importing it costs every run a few ms
+
     return hashlib.sha256("\0".join(parts).encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 

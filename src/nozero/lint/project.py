@@ -13,7 +13,6 @@ summaries, so one file and the whole tree, cold or warm, get the same findings.
 from __future__ import annotations
 
 import ast
-import hashlib
 import json
 import os
 import re
@@ -22,7 +21,13 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from nozero.lint.cache import code_fingerprint, content_hash, file_entry, write_json_atomically
+from nozero.lint.cache import (
+    blake2b,
+    code_fingerprint,
+    content_hash,
+    file_entry,
+    write_json_atomically,
+)
 from nozero.lint.files import DEFAULT_EXCLUDE, FileFinder, compile_patterns
 from nozero.lint.prefilter import could_hold_finding
 from nozero.lint.summary import EMPTY, Helper, Summary, Switch, summarize
@@ -55,7 +60,7 @@ class View:
     @property
     def digest(self) -> str:
         text = json.dumps(asdict(self), sort_keys=True, default=list)
-        return hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
+        return blake2b(text.encode(), digest_size=8).hexdigest()
 
 
 class SummaryStore:
@@ -222,7 +227,7 @@ class Project:
         facts = [(p, s.to_json()) for p, s in relevant.items() if s != EMPTY]
         text = json.dumps(facts, default=list)
         # changes when any module's summary does, and only then
-        self.digest = hashlib.blake2b(text.encode(), digest_size=8).hexdigest()
+        self.digest = blake2b(text.encode(), digest_size=8).hexdigest()
         # what can be imported (helpers, switches of functions and classes), and what is
         # matched by name (methods' switches, attributes and config keys)
         importable = sorted(self._importable_names(offered))
