@@ -19,7 +19,11 @@ FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef
 _SCOPE_BOUNDARY = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
 # What describes a value's size, kind or place rather than holding it.
 _DESCRIPTIONS = frozenset({"shape", "ndim", "dtype", "device", "is_cuda"})
-_DESCRIBING_CALLS = frozenset({"len", "size", "dim", "numel", "nelement"})
+_DESCRIBING_CALLS = frozenset(
+    {"len", "size", "dim", "numel", "nelement"}
+    # the kind of a value, not the value: ``bounded = isinstance(model.criterion, Mixin)``
+    | {"isinstance", "issubclass", "type", "hasattr", "callable"}
+)
 # The methods a loss class computes its loss in (torch ``forward``, Keras ``call``).
 _LOSS_ENTRY_METHODS = frozenset({"forward", "__call__", "call"})
 _NO_GRADIENT_BLOCKS = frozenset({"no_grad", "inference_mode"})
