@@ -192,3 +192,20 @@ def test_a_walk_excludes_what_the_patterns_match(tmp_path: Path, lines: list[str
                 for is_dir in (True, False):
                     path = f"{parent}/{name}{tail}"
                     assert excluded(path, is_dir) == is_ignored(patterns, path, is_dir), path
+
+
+def test_a_symlink_back_up_the_tree_is_walked_once_and_a_dangling_one_skipped(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+):
+    """``ln -s . loop`` (or a link to a parent) would otherwise be walked until the OS
+    refuses ("too many levels of symbolic links") and stop the whole run."""
+    from nozero.cli import main
+
+    write(tmp_path / "pkg" / "train.py", "import torch\nloss = torch.nan_to_num(loss)\n")
+    (tmp_path / "pkg" / "up").symlink_to(tmp_path, target_is_directory=True)
+    (tmp_path / "loop").symlink_to(".", target_is_directory=True)
+    (tmp_path / "gone").symlink_to(tmp_path / "nowhere", target_is_directory=True)
+    found = FileFinder(compile_patterns(DEFAULT_EXCLUDE, tmp_path)).find([tmp_path])
+    assert [p.relative_to(tmp_path).as_posix() for p in found] == ["pkg/train.py"]
+    assert main(["lint", "--no-cache", str(tmp_path)]) == 1
+    assert capsys.readouterr().out.count("NZ101") == 1

@@ -214,24 +214,36 @@ class FileFinder:
             raise FileNotFoundError(f"{given}: no such file or directory")
 
     def _walk(
-        self, shown: Path, absolute: str, gitignores: list[Pattern]
+        self,
+        shown: Path,
+        absolute: str,
+        gitignores: list[Pattern],
+        above: frozenset[tuple[int, int]] = frozenset(),
     ) -> Iterator[tuple[Path, str]]:
-        if self.respect_gitignore:
-            gitignores = gitignores + _read_gitignore(Path(absolute))
-        self.visited.append(absolute)
         try:
+            own = os.stat(absolute)
             entries = sorted(os.scandir(absolute), key=lambda entry: entry.name)
         except OSError:
             return
+        identity = (own.st_dev, own.st_ino)
+        if identity in above:
+            return  # a symlink back to a directory above it: walking on would never end
+        above = above | {identity}
+        if self.respect_gitignore:
+            gitignores = gitignores + _read_gitignore(Path(absolute))
+        self.visited.append(absolute)
         for entry in entries:
             child = f"{absolute}/{entry.name}"
-            is_dir = entry.is_dir()
+            try:
+                is_dir = entry.is_dir()
+            except OSError:  # a dangling or looping link
+                continue
             if not (is_dir or entry.name.endswith(PYTHON_SUFFIXES)):
                 continue  # never linted, whatever the patterns say
             if self._excluded(child, is_dir) or is_ignored(gitignores, child, is_dir):
                 continue
             if is_dir:
-                yield from self._walk(shown / entry.name, child, gitignores)
+                yield from self._walk(shown / entry.name, child, gitignores, above)
             elif entry.name.endswith(PYTHON_SUFFIXES) and entry.is_file():
                 yield shown / entry.name, child
 
