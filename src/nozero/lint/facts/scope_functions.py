@@ -159,16 +159,7 @@ class FunctionFacts:
             and markers <= _NO_GRADIENT_BLOCKS
             and not any(k.arg in _CURVATURE_KEYWORDS for c in calls for k in c.keywords)
         ):
-            found = tuple(
-                (node.lineno, node.end_lineno or node.lineno)
-                for node in self.nodes(fn)
-                if isinstance(node, ast.With | ast.AsyncWith)
-                and any(
-                    isinstance(item.context_expr, ast.Call)
-                    and self.called(item.context_expr.func) in _NO_GRADIENT_BLOCKS
-                    for item in node.items
-                )
-            )
+            found = self._without_gradient(fn)
             outside = [
                 c
                 for c in calls
@@ -177,6 +168,20 @@ class FunctionFacts:
             spans = found if found and outside else None
         self._no_grad_memo[fn.lineno] = spans
         return spans
+
+    def _without_gradient(self, fn: FunctionNode) -> tuple[tuple[int, int], ...]:
+        """The first and last lines of each ``with no_grad():`` (or ``inference_mode``)
+        block in ``fn``."""
+        return tuple(
+            (node.lineno, node.end_lineno or node.lineno)
+            for node in self.nodes(fn)
+            if isinstance(node, ast.With | ast.AsyncWith)
+            and any(
+                isinstance(item.context_expr, ast.Call)
+                and self.called(item.context_expr.func) in _NO_GRADIENT_BLOCKS
+                for item in node.items
+            )
+        )
 
     def _observes(self, fn: FunctionNode) -> bool:
         key = ("observes", str(fn.lineno))
@@ -233,16 +238,7 @@ class FunctionFacts:
         }
         if not returned:
             return False
-        without_gradient = [
-            (node.lineno, node.end_lineno or node.lineno)
-            for node in self.nodes(fn)
-            if isinstance(node, ast.With | ast.AsyncWith)
-            and any(
-                isinstance(item.context_expr, ast.Call)
-                and self.called(item.context_expr.func) in _NO_GRADIENT_BLOCKS
-                for item in node.items
-            )
-        ]
+        without_gradient = self._without_gradient(fn)
         return any(
             bool(names & returned)
             and not any(first <= value.lineno <= last for first, last in without_gradient)
