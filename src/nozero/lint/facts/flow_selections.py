@@ -107,11 +107,20 @@ class SelectionsPart:
         hands_back = isinstance(stmt, ast.Assign | ast.AnnAssign) and self._hands_back(unit, stmt)
         if not (unit.trains or hands_back or isinstance(stmt, ast.Return)):
             return
+        # what a loss function returns is its loss, whatever its terms are named
+        # (``def depth_ranking_loss(...): return torch.nanmean(diff[...])``)
+        returns_loss = (
+            isinstance(stmt, ast.Return)
+            and isinstance(unit.node, ast.FunctionDef | ast.AsyncFunctionDef)
+            and self.facts.is_loss_function(unit.node)
+        )
         named = [dotted_name(n) or "" for n in [*targets, *subjects]]
-        if not any(vocab.is_loss_name(name.rsplit(".", 1)[-1]) for name in named):
+        if not returns_loss and not any(
+            vocab.is_loss_name(name.rsplit(".", 1)[-1]) for name in named
+        ):
             return
         # ``losses.nanmean()`` or ``jnp.nanmean(losses)``: a module is never signal
-        if any(self.facts.is_signal(subject, unit.scope) for subject in subjects):
+        if returns_loss or any(self.facts.is_signal(subject, unit.scope) for subject in subjects):
             shown = dotted_name(call.func) or self._called(call)
             self._add(unit, "nan_drop", stmt, Route(call.lineno, f"{shown}()", None, False))
 

@@ -26,6 +26,9 @@ _DESCRIBING_CALLS = frozenset(
 )
 # The methods a loss class computes its loss in (torch ``forward``, Keras ``call``).
 _LOSS_ENTRY_METHODS = frozenset({"forward", "__call__", "call"})
+# The methods a model class computes its outputs in (torch ``forward``, Keras ``call``,
+# flax and equinox ``__call__``, nerfstudio's ``get_outputs``).
+_MODEL_FORWARD_METHODS = frozenset({"forward", "__call__", "call", "get_outputs"})
 _NO_GRADIENT_BLOCKS = frozenset({"no_grad", "inference_mode"})
 
 # Words that keep a call named for a metric a training call (``train_and_evaluate``,
@@ -143,6 +146,14 @@ def _names_a_loss_class(cls: ast.ClassDef) -> bool:
     CRPS(BaseLoss)``, ``class Dice(nn.modules.loss._Loss)``, ``keras.losses.Loss``)."""
     names = [cls.name, *(last_part(dotted_name(base) or "") for base in cls.bases)]
     return any(name.endswith("Loss") or vocab.is_loss_name(name) for name in names)
+
+
+def _names_a_model_class(cls: ast.ClassDef) -> bool:
+    """``class GenerfactoModel(Model)``, ``class SetTransformer(torch.nn.Module)``: a class
+    named for a model or built on one (its ``self.field(...)`` calls run its parts). A
+    loss class built on ``nn.Module`` is a loss: its ``self.w_func(...)`` weighs labels."""
+    names = [cls.name, *(last_part(dotted_name(base) or "") for base in cls.bases)]
+    return not _names_a_loss_class(cls) and any(vocab.is_model_name(name) for name in names)
 
 
 def _updates_a_mapping(call: ast.Call) -> bool:

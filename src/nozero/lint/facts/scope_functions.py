@@ -14,10 +14,12 @@ from nozero.lint import vocab
 from nozero.lint.facts.scope_ast import (
     _DIVISIONS,
     _LOSS_ENTRY_METHODS,
+    _MODEL_FORWARD_METHODS,
     _NO_GRADIENT_BLOCKS,
     FunctionNode,
     _loss_returned,
     _names_a_loss_class,
+    _names_a_model_class,
     _names_in,
     _updates_a_mapping,
     bound_names,
@@ -333,6 +335,14 @@ class FunctionFacts:
     def _loss_class_methods(self) -> frozenset[int]:
         # ``MAELoss``, ``DDPLoss``: a capital run before ``Loss`` is one word to split on
         return self._marked_functions(_names_a_loss_class)
+
+    def is_model_forward(self, function: FunctionNode) -> bool:
+        """The method a model class computes its outputs in: what its ``self.part(...)``
+        calls return is the model's output, whatever the parts are named."""
+        return (
+            function.name in _MODEL_FORWARD_METHODS
+            and function.lineno in self._marked_functions(_names_a_model_class)
+        )
 
     def _marked_functions(
         self,

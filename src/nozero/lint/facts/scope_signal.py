@@ -167,8 +167,10 @@ class SignalFacts:
         if not fed:  # most scopes compute no loss: nothing to follow
             return set()
         predictions: set[str] = set()
+        forward = False
         if isinstance(root, FunctionNode):
             predictions = (fed & parameter_names(root)) | self._prediction_parameters(root)
+            forward = self.is_model_forward(root)
         # a size is no prediction, whatever its name (``n_pred_ch = input.shape[1]``)
         valued = [(names, value) for names, value in bindings if not _describes(value)]
         changed = True
@@ -178,6 +180,7 @@ class SignalFacts:
                 if not names <= predictions and (
                     any(vocab.is_prediction_name(n) for n in names)
                     or self._calls_model(value)
+                    or (forward and _calls_own_part(value))
                     or bool(_values_in(value) & predictions)
                 ):
                     predictions |= names
@@ -201,6 +204,8 @@ class SignalFacts:
             self.is_loss_function(function) or function.name in self._loss_parts
         )
         feeds_a_loss = callers and function is not None and self._feeds_a_loss(function)
+        if callers and function is not None:
+            sources.extend(self._stored_under_a_loss_key(function))
         for node in self.nodes(root):
             if isinstance(node, ast.Call) and vocab.is_loss_name(self.called(node.func)):
                 sources.extend([*node.args, *(k.value for k in node.keywords)])
@@ -308,28 +313,63 @@ class SignalFacts:
 
     def _key_feeds_a_loss(self, key: str) -> bool:
         """Does a training function in the file compute its loss from what it reads
-        under ``key`` (``old_logps = inputs.get("old_logps")``, ``batch["old_values"]``)?"""
+        under ``key`` (``old_logps = inputs.get("old_logps")``, ``batch["old_values"]``)?
+        Asked only for keys something stores; each reader is followed once."""
         memo = ("key_feeds_a_loss", key)
         if memo not in self._helper_memo:
             self._helper_memo[memo] = any(
-                self._reads_key_into_loss(line, function, key)
-                for line, (function, _) in self._functions.items()
+                self._reads_into_its_loss(line, names)
+                for line, names in self._key_readers.get(key, ())
             )
         return self._helper_memo[memo]
 
-    def _reads_key_into_loss(self, line: int, function: FunctionNode, key: str) -> bool:
-        bindings = self.bindings(function)
-        read = {
-            n
-            for names, value in bindings
-            if any(_key_of(node) == key for node in ast.walk(value))
-            for n in names
-        }
-        if not read or self.in_test(line) or self.only_observes(line):
+    @cached_property
+    def _key_readers(self) -> dict[str, list[tuple[int, set[str]]]]:
+        """For each string key read in the file, the functions reading it (by line) and
+        the names each binds from it."""
+        found: dict[str, list[tuple[int, set[str]]]] = {}
+        for line, (function, _) in self._functions.items():
+            read: dict[str, set[str]] = {}
+            for names, value in self.bindings(function):
+                for node in ast.walk(value):
+                    key = _key_of(node)
+                    if key is not None:
+                        read.setdefault(key, set()).update(names)
+            for key, names in read.items():
+                found.setdefault(key, []).append((line, names))
+        return found
+
+    def _reads_into_its_loss(self, line: int, names: set[str]) -> bool:
+        if self.in_test(line) or self.only_observes(line):
             return False
-        if any(map(vocab.is_loss_name, read)):
+        if any(map(vocab.is_loss_name, names)):
             return True
-        return bool(read & self._names_reaching_a_loss(function, bindings, callers=False))
+        memo = ("reaching_without_callers", str(line))
+        if memo not in self._reaching_memo:
+            function, _ = self._functions[line]
+            self._reaching_memo[memo] = self._names_reaching_a_loss(
+                function, self.bindings(function), callers=False
+            )
+        return bool(names & self._reaching_memo[memo])
+
+    def _stored_under_a_loss_key(self, function: FunctionNode) -> list[ast.expr]:
+        """What ``function`` stores under a key a training function reads into its loss
+        (``outputs["train_output"] = rgb`` in a model's ``get_outputs``, read by its
+        ``get_loss_dict``): the loss is computed from it, in another method."""
+        stored: list[tuple[str, ast.expr]] = []
+        for node in self.nodes(function):
+            if isinstance(node, ast.Assign):
+                stored.extend((key, node.value) for key in map(_key_of, node.targets) if key)
+            elif isinstance(node, ast.Dict):
+                stored.extend(
+                    (key.value, value)
+                    for key, value in zip(node.keys, node.values, strict=True)
+                    if isinstance(key, ast.Constant) and isinstance(key.value, str)
+                )
+        stored = [(key, value) for key, value in stored if key in self._key_readers]
+        if not stored or self.only_observes(function.lineno):
+            return []
+        return [value for key, value in stored if self._key_feeds_a_loss(key)]
 
     def _returns_model_output(self, function: FunctionNode) -> bool:
         """Does ``function`` return a value and bind or return a model's output?"""
@@ -437,3 +477,15 @@ def _key_of(node: ast.AST) -> str | None:
     else:
         return None
     return key.value if isinstance(key, ast.Constant) and isinstance(key.value, str) else None
+
+
+def _calls_own_part(value: ast.expr) -> bool:
+    """``self.field(samples)``, ``self.renderer_rgb(rgb=..., weights=...)``: in a model's
+    forward method, a call on ``self`` runs one of the model's parts."""
+    return any(
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and isinstance(node.func.value, ast.Name)
+        and node.func.value.id == "self"
+        for node in ast.walk(value)
+    )
