@@ -391,7 +391,13 @@ class SignalFacts:
             # torch's loss modules take ``forward(self, input, target)``: the input is
             # the model's output
             given = {"input"} & parameters if parameters & {"target", "targets"} else set()
-            return set(filter(vocab.is_prediction_name, parameters)) | given
+            named = set(filter(vocab.is_prediction_name, parameters)) | given
+            # a loss is computed from the model's output: where no parameter is named for
+            # it (``def kl_exploration_loss(self, action_distribution, valids)``), those
+            # that name no label, mask, weight, size or setting hold it
+            return named or {p for p in parameters if _may_hold_predictions(p)} - (
+                self._settings(function, self.bindings(function))
+            )
         return self._loss_parts.get(function.name, set())
 
     @cached_property
@@ -489,3 +495,22 @@ def _calls_own_part(value: ast.expr) -> bool:
         and node.func.value.id == "self"
         for node in ast.walk(value)
     )
+
+
+def _may_hold_predictions(parameter: str) -> bool:
+    """Could a loss function's ``parameter`` hold the model's output: not a label, a mask
+    or weight, a size or count, a setting, a random key, the batch of data?"""
+    return not (
+        vocab.is_label_name(parameter)
+        or vocab.is_measure_name(parameter)
+        or vocab.is_config_name(parameter)
+        or set(vocab.name_words(parameter)) & _NOT_PREDICTION_WORDS
+    )
+
+
+# Words of a loss function's parameters that hold no prediction: masks and weights,
+# random keys, and the data itself (``batch["decoder_target_tokens"]``).
+_NOT_PREDICTION_WORDS = frozenset(
+    {"mask", "masks", "weight", "weights", "valid", "valids", "key", "rng"}
+    | {"batch", "batches", "data", "inputs", "features", "tokens", "ids", "example", "examples"}
+)
