@@ -392,12 +392,14 @@ class SignalFacts:
             # the model's output
             given = {"input"} & parameters if parameters & {"target", "targets"} else set()
             named = set(filter(vocab.is_prediction_name, parameters)) | given
+            if named or not _called_a_loss(function):
+                return named
             # a loss is computed from the model's output: where no parameter is named for
             # it (``def kl_exploration_loss(self, action_distribution, valids)``), those
-            # that name no label, mask, weight, size or setting hold it
-            return named or {p for p in parameters if _may_hold_predictions(p)} - (
-                self._settings(function, self.bindings(function))
-            )
+            # that name no label, mask, weight, size or setting hold it. Only a function
+            # called a loss: ``entropy(mu)`` in a statistics library is plain maths.
+            settings = self._settings(function, self.bindings(function))
+            return {p for p in parameters if _may_hold_predictions(p)} - settings
         return self._loss_parts.get(function.name, set())
 
     @cached_property
@@ -495,6 +497,12 @@ def _calls_own_part(value: ast.expr) -> bool:
         and node.func.value.id == "self"
         for node in ast.walk(value)
     )
+
+
+def _called_a_loss(function: FunctionNode) -> bool:
+    """``def transformed_n_step_loss``, ``class KLLoss: def forward``: named a loss, not
+    only with a loss word (``entropy``, ``nll``, ``mse``), which maths libraries use."""
+    return "loss" in vocab.name_words(function.name) or function.name in _LOSS_ENTRY_METHODS
 
 
 def _may_hold_predictions(parameter: str) -> bool:
