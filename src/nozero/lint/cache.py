@@ -24,12 +24,12 @@ from collections.abc import Collection
 from pathlib import Path
 
 from nozero import __version__
+from nozero._atomic import atomic_write_text
 
 try:  # hashlib loads OpenSSL when imported: a few ms of every pre-commit run, for BLAKE2
     from _blake2 import blake2b
 except ImportError:  # not CPython
     from hashlib import blake2b
-from nozero._atomic import atomic_write_text
 
 FORMAT_VERSION = 1
 RACY_WINDOW_NS = 2_000_000_000

@@ -269,9 +269,8 @@ class SignalFacts:
         )
 
     def _binds_loss_from(self, caller: FunctionNode, name: str) -> bool:
-        bindings = self.bindings(caller)
-        fed = self._names_reaching_a_loss(caller, bindings, callers=False)
-        values = [value for names, value in bindings if names & fed]
+        fed = self._own_loss_names(caller)
+        values = [value for names, value in self.bindings(caller) if names & fed]
         values += [
             argument
             for node in self.nodes(caller)
@@ -295,21 +294,11 @@ class SignalFacts:
             )
 
         held = {n for names, value in self.bindings(caller) if calls_it(value) for n in names}
-
-        def holds(value: ast.AST | None) -> bool:
-            return value is not None and (calls_it(value) or bool(_values_in(value) & held))
-
-        keys: set[str] = set()
-        for node in self.nodes(caller):
-            if isinstance(node, ast.Assign) and holds(node.value):
-                keys.update(filter(None, map(_key_of, node.targets)))
-            elif isinstance(node, ast.Dict):
-                keys.update(
-                    key.value
-                    for key, value in zip(node.keys, node.values, strict=True)
-                    if isinstance(key, ast.Constant) and isinstance(key.value, str) and holds(value)
-                )
-        return keys
+        return {
+            key
+            for key, value in _stored_by_key(self.nodes(caller))
+            if calls_it(value) or _values_in(value) & held
+        }
 
     def _key_feeds_a_loss(self, key: str) -> bool:
         """Does a training function in the file compute its loss from what it reads
@@ -342,31 +331,27 @@ class SignalFacts:
     def _reads_into_its_loss(self, line: int, names: set[str]) -> bool:
         if self.in_test(line) or self.only_observes(line):
             return False
-        if any(map(vocab.is_loss_name, names)):
-            return True
-        memo = ("reaching_without_callers", str(line))
-        if memo not in self._reaching_memo:
-            function, _ = self._functions[line]
-            self._reaching_memo[memo] = self._names_reaching_a_loss(
+        function, _ = self._functions[line]
+        return any(map(vocab.is_loss_name, names)) or bool(names & self._own_loss_names(function))
+
+    def _own_loss_names(self, function: FunctionNode) -> set[str]:
+        """What ``function`` computes its own loss from, its callers left aside: asked of
+        each caller of a helper and each reader of a key, computed once."""
+        if function.lineno not in self._reaching_memo:
+            self._reaching_memo[function.lineno] = self._names_reaching_a_loss(
                 function, self.bindings(function), callers=False
             )
-        return bool(names & self._reaching_memo[memo])
+        return self._reaching_memo[function.lineno]
 
     def _stored_under_a_loss_key(self, function: FunctionNode) -> list[ast.expr]:
         """What ``function`` stores under a key a training function reads into its loss
         (``outputs["train_output"] = rgb`` in a model's ``get_outputs``, read by its
         ``get_loss_dict``): the loss is computed from it, in another method."""
-        stored: list[tuple[str, ast.expr]] = []
-        for node in self.nodes(function):
-            if isinstance(node, ast.Assign):
-                stored.extend((key, node.value) for key in map(_key_of, node.targets) if key)
-            elif isinstance(node, ast.Dict):
-                stored.extend(
-                    (key.value, value)
-                    for key, value in zip(node.keys, node.values, strict=True)
-                    if isinstance(key, ast.Constant) and isinstance(key.value, str)
-                )
-        stored = [(key, value) for key, value in stored if key in self._key_readers]
+        stored = [
+            (key, value)
+            for key, value in _stored_by_key(self.nodes(function))
+            if key in self._key_readers
+        ]
         if not stored or self.only_observes(function.lineno):
             return []
         return [value for key, value in stored if self._key_feeds_a_loss(key)]
@@ -469,6 +454,22 @@ def _appended(nodes: list[ast.AST]) -> list[tuple[set[str], ast.expr]]:
                 if isinstance(target, ast.Subscript) and isinstance(target.value, ast.Name)
             )
     return found
+
+
+def _stored_by_key(nodes: list[ast.AST]) -> list[tuple[str, ast.expr]]:
+    """(key, value) for each value one scope stores under a string key:
+    ``data["old_logps"] = logps``, ``{"train_output": rgb}``."""
+    stored: list[tuple[str, ast.expr]] = []
+    for node in nodes:
+        if isinstance(node, ast.Assign):
+            stored.extend((key, node.value) for key in map(_key_of, node.targets) if key)
+        elif isinstance(node, ast.Dict):
+            stored.extend(
+                (key.value, value)
+                for key, value in zip(node.keys, node.values, strict=True)
+                if isinstance(key, ast.Constant) and isinstance(key.value, str)
+            )
+    return stored
 
 
 def _key_of(node: ast.AST) -> str | None:

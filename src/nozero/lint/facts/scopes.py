@@ -69,7 +69,7 @@ class FileFacts(FunctionFacts, SignalFacts, ExpressionFacts, HelperFacts, BaseFa
         # a function's ``with no_grad():`` blocks, by its line (``only_observes``)
         self._no_grad_memo: dict[int, tuple[tuple[int, int], ...] | None] = {}
         # what a function computes its own loss from, by its line (``_key_feeds_a_loss``)
-        self._reaching_memo: dict[tuple[str, str], set[str]] = {}
+        self._reaching_memo: dict[int, set[str]] = {}
         self.flows: Any = None  # the file's finiteness flows, built by ``facts.reactions``
 
 
