@@ -138,8 +138,9 @@ def test_steps_and_examples_reach_the_trainer(contract_dir):
     ).assert_outcomes(passed=1, deselected=3)
     calls = [int(n) for n in (contract_dir.path / "calls.txt").read_text().split()]
     assert set(calls) == {5}  # the ini value
-    # one clean run that sets the time limit, two explicit examples, at most 7 generated
-    assert 1 + 2 + 1 <= len(calls) <= 1 + 2 + 7
+    # one clean run that sets the time limit, three explicit examples (as made, zeroed,
+    # at the largest magnitude), at most 7 generated
+    assert 1 + 3 + 1 <= len(calls) <= 1 + 3 + 7
 
 
 FINGERPRINT = """
@@ -184,7 +185,7 @@ def test_hypothesis_seed_and_profile_options_apply(contract_dir):
     assert drawn("--hypothesis-profile=no_database", "--hypothesis-seed=1") == first
     assert drawn("--hypothesis-profile=no_database", "--hypothesis-seed=2") != first
     # the clean run that sets the time limit, and the explicit examples only
-    assert len(drawn("--hypothesis-profile=explicit_only")) == 1 + 2
+    assert len(drawn("--hypothesis-profile=explicit_only")) == 1 + 3
     assert not (contract_dir.path / ".hypothesis" / "examples").exists()
 
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 from hypothesis import strategies as st
 
-from nozero.plugin.batches import Batch, describe_array
+from nozero.plugin.batches import Batch, FieldRange, describe_array
 from nozero.plugin.strategies import (
     ANY_VALUE,
     HUGE_KINDS,
@@ -17,7 +17,9 @@ from nozero.plugin.strategies import (
     Poison,
     apply_poisons,
     described_clean_batches,
+    largest_clean_magnitude,
     poisons,
+    rescaled,
     seeds,
 )
 from nozero.plugin.trainer import TrainerUnderTest
@@ -193,21 +195,43 @@ def clean_cases(trainer: TrainerUnderTest, steps: int) -> st.SearchStrategy[Clea
 
 
 def clean_explicit(trainer: TrainerUnderTest, steps: int) -> list[CleanCase]:
-    """The trainer's own clean batches, and the same with every varied field zeroed
-    (where its range allows zeros)."""
+    """The trainer's own clean batches; the same with every varied field zeroed (where its
+    range allows zeros); and with every varied float field at the largest clean magnitude.
+
+    Tried on every run, so a derandomized search (Hypothesis's profile under ``CI``) still
+    meets both edges, not only when its draws happen to reach them."""
     plain = trainer.clean_batches(0, steps)
     made = {name: "as trainer.clean_batches makes it" for name in trainer.batch_spec}
     cases = [CleanCase(tuple(plain), tuple(made for _ in plain))]
-    zeroable = [
-        name
-        for name in trainer.vary_fields
-        if trainer.field_ranges.get(name, ANY_VALUE).allows_zeros()
-    ]
+    ranges = trainer.field_ranges
+    zeroable = [name for name in trainer.vary_fields if ranges.get(name, ANY_VALUE).allows_zeros()]
     if zeroable:
-        zeroed = [
-            {name: np.zeros_like(a) if name in zeroable else a for name, a in b.items()}
-            for b in plain
-        ]
-        notes = {**made, **{name: "zeroed" for name in zeroable}}
-        cases.append(CleanCase(tuple(zeroed), tuple(notes for _ in zeroed)))
+        cases.append(_edited(plain, made, {name: _zeroed for name in zeroable}))
+    floats = [name for name in trainer.vary_fields if trainer.batch_spec[name][1].kind == "f"]
+    if floats:
+        cases.append(_edited(plain, made, {name: _at_largest(ranges, name) for name in floats}))
     return cases
+
+
+Edit = Callable[[np.ndarray], tuple[np.ndarray, str]]
+
+
+def _zeroed(array: np.ndarray) -> tuple[np.ndarray, str]:
+    return np.zeros_like(array), "zeroed"
+
+
+def _at_largest(ranges: dict[str, FieldRange], name: str) -> Edit:
+    field_range = ranges.get(name, ANY_VALUE)
+    return lambda array: rescaled(
+        array, largest_clean_magnitude(array.dtype, field_range), field_range
+    )
+
+
+def _edited(plain: list[Batch], made: dict[str, str], edits: dict[str, Edit]) -> CleanCase:
+    """``plain`` with ``edits`` applied to their fields in every batch, notes to match."""
+    batches, notes = [], []
+    for batch in plain:
+        done = {name: edits[name](array) for name, array in batch.items() if name in edits}
+        batches.append({name: done[name][0] if name in done else a for name, a in batch.items()})
+        notes.append({**made, **{name: note for name, (_, note) in done.items()}})
+    return CleanCase(tuple(batches), tuple(notes))

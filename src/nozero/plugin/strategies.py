@@ -100,6 +100,23 @@ def _large_cap(dtype: np.dtype, field_range: FieldRange = ANY_VALUE) -> float:
     return cap if field_range.max_magnitude is None else min(cap, field_range.max_magnitude)
 
 
+def largest_clean_magnitude(dtype: np.dtype, field_range: FieldRange = ANY_VALUE) -> float:
+    """The largest ``|x|`` a clean float field of ``dtype`` takes (see ``MAGNITUDES``)."""
+    return _large_cap(dtype, field_range)
+
+
+def rescaled(
+    array: np.ndarray, target: float, field_range: FieldRange = ANY_VALUE
+) -> tuple[np.ndarray, str]:
+    """``array`` scaled so its largest magnitude is exactly ``target``, and a note."""
+    peak = float(np.abs(array).max())
+    if peak == 0.0:
+        return array, "unchanged (all zeros: nothing to rescale)"
+    # Divide first: ``target / peak`` overflows when the peak is subnormal.
+    scaled = (array.astype(np.float64) / peak * target).astype(array.dtype)
+    return field_range.respect(scaled, array), f"rescaled to max |x| {target:g}"
+
+
 def _float_elements(dtype: np.dtype, bound: float) -> st.SearchStrategy[float]:
     return st.floats(-bound, bound, width=dtype.itemsize * 8)
 
@@ -121,13 +138,7 @@ def _described_variant(
     if variant == "rescaled":
         cap = _large_cap(array.dtype, field_range)
         target = draw(st.sampled_from(sorted({m for m in MAGNITUDES if m <= cap} | {cap})))
-        peak = float(np.abs(array).max())
-        if peak == 0.0:
-            return array, "unchanged (all zeros: nothing to rescale)"
-        # Rescale so the largest magnitude is exactly ``target``: never beyond the cap.
-        # Divide first: ``target / peak`` overflows when the peak is subnormal.
-        scaled = (array.astype(np.float64) / peak * target).astype(array.dtype)
-        return field_range.respect(scaled, array), f"rescaled to max |x| {target:g}"
+        return rescaled(array, target, field_range)
     if variant == "constant columns":
         out = array.copy()
         if out.ndim == 1:
