@@ -325,7 +325,14 @@ def _prepare(args: argparse.Namespace, start: Path) -> tuple[Settings, Runner]:
     cache = None
     if cache_dir is not None:
         cache = Cache(cache_dir, config_key(selection.enabled, args.require_reason))
-    runner = Runner(selection, args.require_reason, cache, args.jobs, _progress_printer())
+    runner = Runner(
+        selection,
+        args.require_reason,
+        cache,
+        args.jobs,
+        _progress_printer(),
+        root=settings.project_root,
+    )
     return settings, runner
 
 

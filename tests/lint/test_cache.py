@@ -142,6 +142,7 @@ def test_warm_cli_run_is_fast_on_many_files(lint, tmp_path):
 def test_a_warm_run_never_imports_libcst(tmp_path):
     for index in range(5):
         write(tmp_path / f"m{index}.py", BAD_SOURCE + f"X = {index}\n")
+        age(tmp_path / f"m{index}.py")  # an edit made within the run's second is read again
     probe = (
         "import sys; from nozero.cli import main; code = main(['lint', '.']);"
         " print(code, 'libcst' in sys.modules)"

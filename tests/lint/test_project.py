@@ -427,6 +427,22 @@ def test_one_file_or_the_tree_with_or_without_the_cache_agree(case, lint, tmp_pa
         assert _findings(lint(str(root / path), "--cache-dir", cache).out, root) == alone
 
 
+@pytest.mark.parametrize("case", CASES[:5], ids=lambda c: c.name)
+def test_a_tree_with_no_project_marker_is_its_own_project(case, lint, tmp_path):
+    """A tarball's tree or a folder of scripts (no pyproject.toml, setup.py or .git):
+    the directory named on the command line is the project, and a file named alone
+    sees the modules beside it."""
+    root = tmp_path / "unpacked"
+    for path, text in case.files.items():
+        write(root / path, text)
+    assert project_module.project_root(root / "train.py") is None
+    assert _findings(lint(str(root), "--no-cache").out, root) == case.expected
+    for path in case.files:
+        if "/" not in path:  # its imports resolve from its own directory
+            alone = {f for f in case.expected if f[0] == path}
+            assert _findings(lint(str(root / path), "--no-cache").out, root) == alone
+
+
 def test_a_changed_module_changes_what_its_importers_are_told(lint, tmp_path):
     """The switch's module edited so that the switch raises instead: the warm cache must
     not keep reporting the call that turns it on."""

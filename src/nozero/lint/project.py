@@ -488,11 +488,18 @@ def _bound(node: ast.stmt) -> list[tuple[str, str, str | None]]:
 
 
 class Projects:
-    """The projects of the files one run lints, each summarised once."""
+    """The projects of the files one run lints, each summarised once.
 
-    def __init__(self, cache_directory: Path | None, mapper: Mapper = _serial) -> None:
+    A file with no project marker above it (a tarball's tree, a folder of scripts) belongs
+    to ``fallback``, the directory the run was started on, when it lies under it: its
+    modules import each other there as they would in a checkout."""
+
+    def __init__(
+        self, cache_directory: Path | None, mapper: Mapper = _serial, fallback: Path | None = None
+    ) -> None:
         self.store = SummaryStore(cache_directory)
         self.mapper = mapper
+        self.fallback = fallback.absolute() if fallback and fallback.is_dir() else None
         self._by_root: dict[Path, Project] = {}
         self._roots: dict[Path, Path | None] = {}
 
@@ -500,7 +507,10 @@ class Projects:
         """The project ``file`` belongs to, summarised on first use (None: none)."""
         directory = file.absolute().parent
         if directory not in self._roots:
-            self._roots[directory] = project_root(file.absolute())
+            root = project_root(file.absolute())
+            if root is None and self.fallback and directory.is_relative_to(self.fallback):
+                root = self.fallback
+            self._roots[directory] = root
         root = self._roots[directory]
         if root is None:
             return None

@@ -232,13 +232,14 @@ class Runner:
         cache: Cache | None,
         jobs: int,
         progress: Callable[[int, int], None] | None = None,
+        root: Path | None = None,
     ) -> None:
         self.selection = selection
         self.job = Job(selection.enabled, require_reason)
         self.cache = cache
         self.jobs = max(1, jobs)
         self.progress = progress
-        self.projects = Projects(cache.directory if cache else None, self._map)
+        self.projects = Projects(cache.directory if cache else None, self._map, root)
         self._early: dict[str, Outcome] = {}  # content hash -> outcome without a view
         self._imports: dict[str, list] = {}  # content hash -> the names its imports bind
         self._read: dict[str, tuple[bytes, str]] = {}  # path -> bytes read for its project
