@@ -266,12 +266,13 @@ class FlagsPart:
         if called in sources.FINITE_HELPERS and isinstance(call.func, ast.Attribute):
             return Route(call.lineno, f"{called}()", None, unit.scaling), False
         helper = self.facts.helper_name(call.func)
+        returned = None
         if helper is not None:
             returned = self._helper_returns(helper).get(None)
             arguments = [*call.args, *(k.value for k in call.keywords)]
             if returned and (
                 returned[0].scaling
-                or any(self._signal(unit, a, extra) for a in arguments)
+                or any(self._signal(unit, a, extra) or _holds_training_state(a) for a in arguments)
                 or not arguments
             ):
                 first, line = returned[0], call.lineno
@@ -282,7 +283,9 @@ class FlagsPart:
             found = self.flag_of(unit, call.args[0], extra)
             if found and None not in truths and truths[0] != truths[1]:
                 return found[0], found[1] == truths[0]
-        polarity = vocab.nonfinite_name_polarity(called) if helper is None else None
+        # a helper's name is read when its body is unknown, or tests as its name says
+        known = helper is None or returned is not None
+        polarity = vocab.nonfinite_name_polarity(called) if known else None
         if polarity is not None:  # ``has_nan_or_inf(grads)``, a helper from another file
             arguments = [*call.args, *(k.value for k in call.keywords)]
             route = self._route(call, f"{called}()")
@@ -372,6 +375,17 @@ class FlagsPart:
             and any(_base_name(t) == base for t in node.targets)
             for node in self.facts.nodes(unit.node)
         )
+
+
+def _holds_training_state(node: ast.expr) -> bool:
+    """``model``, ``self.net``, ``optimizer``, or ``self`` (a module or a trainer handing
+    itself): a helper that tests what it is handed tests the parameters or gradients these
+    hold (``grads_all_finite(optimizer)``, ``all_finite(self)`` in a Lightning hook)."""
+    name = last_part(dotted_name(node) or "")
+    if name == "self":
+        return True
+    named = vocab.is_model_name(name) or vocab.names_optimizer(name)
+    return bool(name) and named and not vocab.is_measure_name(name)  # not ``encoder_mask``
 
 
 def _is_limit(node: ast.expr) -> bool:

@@ -324,10 +324,13 @@ class Flows(ReactionsPart, SelectionsPart, RecordPart, FlagsPart):
             for case in stmt.cases:
                 self._block(unit, case.body, loops, bad)
         elif isinstance(stmt, ast.Return) and stmt.value is not None:
-            self._note_return(unit, stmt.value)
+            self._note_return(unit, stmt.value, bad)
 
-    def _note_return(self, unit: _Unit, value: ast.expr) -> None:
+    def _note_return(self, unit: _Unit, value: ast.expr, bad: Flag | None = None) -> None:
         found = self.flag_of(unit, value)
+        if found is None and bad is not None and _is_bool_constant(value):
+            # ``if not isfinite(p.grad).all(): return False``: the verdict handed back
+            found = bad[0], bool(value.value)  # type: ignore[attr-defined]
         if found:
             unit.returns[None] = found
         if isinstance(value, ast.Tuple):
@@ -667,3 +670,7 @@ def _asks_to_stop(key: str) -> bool:
     flag that stops one step or a part of it (``stop_update``) is a skip."""
     words = set(vocab.name_words(key.rsplit(".", 1)[-1]))
     return bool(words & STOP_FLAG_WORDS) and not words & STOP_PART_WORDS
+
+
+def _is_bool_constant(node: ast.expr) -> bool:
+    return isinstance(node, ast.Constant) and isinstance(node.value, bool)

@@ -134,8 +134,24 @@ class FunctionFacts:
             function, enclosing = self._functions[key]
             if self._observes(function) and not self._outside_no_grad_blocks(function, line):
                 return True
+            if line is not None and _within_any(line, self._eval_only_spans(function)):
+                return True
             key = enclosing.lineno if enclosing else 0
         return False
+
+    def _eval_only_spans(self, fn: FunctionNode) -> tuple[tuple[int, int], ...]:
+        """The lines of ``fn``'s branches taken only when the module is not training: the
+        body of ``if not self.training:`` and the ``else`` of ``if self.training:``
+        (nerfstudio cleans a rendered colour for display only when evaluating)."""
+        if fn.lineno not in self._eval_only_memo:
+            spans = []
+            for node in self.nodes(fn):
+                if isinstance(node, ast.If):
+                    branch = _eval_only_branch(node)
+                    if branch:
+                        spans.append((branch[0].lineno, branch[-1].end_lineno or branch[0].lineno))
+            self._eval_only_memo[fn.lineno] = tuple(spans)
+        return self._eval_only_memo[fn.lineno]
 
     def _outside_no_grad_blocks(self, fn: FunctionNode, line: int | None) -> bool:
         spans = None if line is None else self._no_grad_spans(fn)
@@ -371,6 +387,34 @@ class FunctionFacts:
         """Parameter names of the function defined on line ``key`` (none at module level)."""
         entry = self._functions.get(key)
         return parameter_names(entry[0]) if entry else set()
+
+
+# A module's training mode as code reads it (``self.training``, flax's ``train``).
+_TRAINING_MODE_NAMES = frozenset({"training", "is_training", "train"})
+
+
+def _reads_training_mode(node: ast.expr) -> bool:
+    return last_part(dotted_name(node) or "") in _TRAINING_MODE_NAMES
+
+
+def _eval_only_branch(node: ast.If) -> list[ast.stmt]:
+    """The branch of ``node`` taken only when not training (empty when none is)."""
+    test = node.test
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        return node.body if _reads_training_mode(test.operand) else []
+    if (
+        isinstance(test, ast.Compare)
+        and len(test.ops) == 1
+        and isinstance(test.ops[0], ast.Is | ast.Eq)
+        and isinstance(test.comparators[0], ast.Constant)
+        and test.comparators[0].value is False
+    ):
+        return node.body if _reads_training_mode(test.left) else []
+    return node.orelse if _reads_training_mode(test) else []
+
+
+def _within_any(line: int, spans: tuple[tuple[int, int], ...]) -> bool:
+    return any(first <= line <= last for first, last in spans)
 
 
 def _runs_a_model(call: ast.Call) -> bool:

@@ -68,6 +68,8 @@ class FileFacts(FunctionFacts, SignalFacts, ExpressionFacts, HelperFacts, BaseFa
         self._nodes_memo: dict[int, list[ast.AST]] = {}
         # a function's ``with no_grad():`` blocks, by its line (``only_observes``)
         self._no_grad_memo: dict[int, tuple[tuple[int, int], ...] | None] = {}
+        # a function's branches taken only when not training, by its line
+        self._eval_only_memo: dict[int, tuple[tuple[int, int], ...]] = {}
         # what a function computes its own loss from, by its line (``_key_feeds_a_loss``)
         self._reaching_memo: dict[int, set[str]] = {}
         self.flows: Any = None  # the file's finiteness flows, built by ``facts.reactions``
