@@ -1,9 +1,9 @@
 """A helper that checks a model's or an optimizer's gradients and hands back the verdict
 (``validate_gradient(model)``, ``grads_all_finite(optimizer)``), by a loop that returns
 ``False`` on the first non-finite gradient or by ``all(...)`` over them: a training loop
-that skips the step on its answer is found (a Lightning hook hands its own module), in the file and from another module of the
-project. A caller that raises on the answer, ends the loop on it (``break``), or only logs it
-and steps stays clean."""
+that skips the step on its answer is found, in the file and from another module of the
+project (a Lightning hook hands its own module, ``self``). A caller that raises on the
+answer, ends the loop on it (``break``), or only logs it and steps stays clean."""
 
 from __future__ import annotations
 
