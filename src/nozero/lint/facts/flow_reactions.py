@@ -33,7 +33,7 @@ from nozero.lint.facts.flow_types import (
     _Unit,
 )
 from nozero.lint.facts.scopes import FunctionNode, parameter_names
-from nozero.lint.imports import dotted_name
+from nozero.lint.imports import dotted_name, last_part
 
 # Expressions that work a value out (an index, a count, a comparison): returned, they hand
 # back an answer, never the state a skipped update leaves.
@@ -378,6 +378,21 @@ class ReactionsPart:
             for n in ast.walk(inner)
         )
 
+    def _zeroes_part_of_a_gradient(
+        self, unit: _Unit, target: ast.expr, value: ast.expr | None
+    ) -> bool:
+        """An element or slice of a gradient set to zero (by an index, not through a
+        non-finite mask: NZ105 reports that assignment)."""
+        if not isinstance(target, ast.Subscript) or value is None:
+            return False
+        owner = last_part(dotted_name(target.value) or "")
+        if not (owner and vocab.names_gradients(owner)):
+            return False
+        if self.facts.is_nonfinite_test(target.slice, unit.scope, self.text):
+            return False
+        zero_fill = isinstance(value, ast.Call) and self._called(value) in sources.ZEROING_CALLS
+        return zero_fill or (isinstance(value, ast.Constant) and value.value == 0)
+
     def _assign_kind(
         self, unit: _Unit, stmt: ast.Assign | ast.AugAssign | ast.AnnAssign, tested: set[str]
     ) -> str | None:
@@ -386,6 +401,8 @@ class ReactionsPart:
         for target in targets:
             if isinstance(target, ast.Attribute) and target.attr == "grad" and _none(value):
                 return "zero"
+            if self._zeroes_part_of_a_gradient(unit, target, value):
+                return "zero"  # ``z.grad[i] = zeros_like(z.grad[i])``, ``p.grad[...] = 0``
             if (
                 isinstance(target, ast.Attribute)
                 and target.attr == "data"
