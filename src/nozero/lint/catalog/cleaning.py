@@ -140,7 +140,9 @@ fine and not flagged.
 ## What it flags
 Overwriting the non-finite entries of training signal through an index mask:
 `g[isnan(g)] = 0`, `g[g != g] = 0`, `p.grad[~torch.isfinite(p.grad)] = 0`, and JAX's
-`g.at[jnp.isnan(g)].set(0)`.
+`g.at[jnp.isnan(g)].set(0)`. A mask true only where values are finite
+(`x[isfinite(p)] = f(...)`, a sampler's `accept & finite_prior`) writes the finite
+entries and leaves the non-finite ones as they were: not flagged.
 
 ## Why it is harmful
 It is `nan_to_num` by hand: the evidence of a bad step is erased and the run goes on.

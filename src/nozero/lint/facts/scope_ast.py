@@ -276,6 +276,27 @@ def _true_when_nonfinite(value: ast.expr) -> bool:
     return PREDICATE_POLARITY.get(name) is True
 
 
+def true_only_where_finite(
+    value: ast.expr, bound: Callable[[str], ast.expr | None], depth: int = 3
+) -> bool:
+    """``isfinite(x)``, ``~isnan(x)``, ``accept & finite`` (``bound``: a name's single
+    value in its function, followed ``depth`` names deep): true only where a value is
+    finite, so an assignment through it writes finite positions and leaves the
+    non-finite ones as they were."""
+    if isinstance(value, ast.Name):
+        inner = bound(value.id) if depth else None
+        return inner is not None and true_only_where_finite(inner, bound, depth - 1)
+    if isinstance(value, ast.UnaryOp) and isinstance(value.op, ast.Invert | ast.Not):
+        return _true_when_nonfinite(value.operand)
+    if isinstance(value, ast.BinOp) and isinstance(value.op, ast.BitAnd):
+        return any(true_only_where_finite(v, bound, depth) for v in (value.left, value.right))
+    if isinstance(value, ast.BoolOp) and isinstance(value.op, ast.And):
+        return any(true_only_where_finite(v, bound, depth) for v in value.values)
+    if isinstance(value, ast.Call):
+        return PREDICATE_POLARITY.get(last_part(dotted_name(value.func) or "")) is False
+    return False
+
+
 def _bindings(nodes: list[ast.AST]) -> list[tuple[set[str], ast.expr]]:
     """(names, value) for each binding among one scope's ``nodes``."""
     found: list[tuple[set[str], ast.expr]] = []

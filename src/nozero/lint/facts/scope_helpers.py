@@ -17,7 +17,9 @@ from nozero.lint.facts.scope_ast import (
     _is_mask,
     _names_in,
     _true_when_nonfinite,
+    bound_names,
     parameter_names,
+    true_only_where_finite,
 )
 from nozero.lint.tables.reactions import SANITIZED_KEYWORDS
 
@@ -316,3 +318,22 @@ class HelperFacts:
     def code_is_nonfinite_test(self, code: str, key: int) -> bool:
         expr, text = self.parse_expression(code)
         return self.is_nonfinite_test(expr, self.scope(key), text)
+
+    def code_true_only_where_finite(self, code: str, key: int) -> bool:
+        """Is the mask ``code`` (in the function on line ``key``) true only at finite
+        values? Its names are read through their one binding in that function."""
+        expr, _ = self.parse_expression(code)
+        entry = self._functions.get(key)
+        values: dict[str, list[ast.expr | None]] = {}
+        for node in self.nodes(entry[0] if entry else self.tree):
+            if isinstance(node, ast.Assign):
+                for target in node.targets:
+                    plain = isinstance(target, ast.Name)
+                    for name in bound_names(target):
+                        values.setdefault(name, []).append(node.value if plain else None)
+            elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
+                if not isinstance(node.op, ast.BitAnd):  # ``accept &= ok`` only narrows
+                    values.setdefault(node.target.id, []).append(None)
+        return true_only_where_finite(
+            expr, lambda name: v[0] if len(v := values.get(name, [])) == 1 else None
+        )

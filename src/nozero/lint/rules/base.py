@@ -146,6 +146,10 @@ class Context:
     def is_nonfinite_test(self, node: cst.BaseExpression) -> bool:
         return self.facts.code_is_nonfinite_test(self.code(node), self.scope_key)
 
+    def true_only_where_finite(self, node: cst.BaseExpression) -> bool:
+        """Is the mask ``node`` true only at finite values (``isfinite(x)``, ``ok & ~isnan(x)``)?"""
+        return self.facts.code_true_only_where_finite(self.code(node), self.scope_key)
+
     def in_loop(self) -> bool:
         """Is the current node inside a ``for`` or ``while`` of its own function?"""
         for ancestor in reversed(self.ancestors):

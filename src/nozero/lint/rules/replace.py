@@ -599,6 +599,21 @@ class MaskedAssignment(Rule):
                 norm[torch.isinf(norm)] = 0
                 return features * norm.unsqueeze(1)
             """),
+        Example("""\
+            import numpy as np
+            def score(loss_terms, points, log_prior):
+                finite = np.isfinite(log_prior)
+                loss_terms[finite] = evaluate(points[finite])
+                return loss_terms
+            """),
+        Example("""\
+            import torch
+            def accept(walkers, proposal, log_ratio, u):
+                ok = (log_ratio > u) & ~torch.isnan(log_ratio)
+                ok &= torch.isfinite(proposal).all(-1)
+                walkers[ok] = proposal[ok]
+                return walkers
+            """),
     ]
     INVALID = [
         Example(
@@ -651,8 +666,13 @@ class MaskedAssignment(Rule):
 
     @staticmethod
     def _masked(subscript: cst.Subscript, ctx: Context) -> bool:
+        """Indexed by a non-finite test that selects the non-finite positions: a mask true
+        only where values are finite (``x[isfinite(p)] = f(...)``, an MCMC acceptance
+        ``accept & finite_prior``) writes finite positions and hides nothing."""
         return any(
-            isinstance(element.slice, cst.Index) and ctx.is_nonfinite_test(element.slice.value)
+            isinstance(element.slice, cst.Index)
+            and ctx.is_nonfinite_test(element.slice.value)
+            and not ctx.true_only_where_finite(element.slice.value)
             for element in subscript.slice
         )
 
