@@ -107,7 +107,11 @@ def _constants(value: ast.expr) -> bool:
 def _reports_status(value: ast.expr | None) -> bool:
     """``False`` or ``(False, step)``: a success flag handed to the caller."""
     elements = value.elts if isinstance(value, ast.Tuple) else [value]
-    return any(isinstance(e, ast.Constant) and isinstance(e.value, bool) for e in elements)
+    return any(map(_is_bool_constant, elements))
+
+
+def _is_bool_constant(node: ast.AST | None) -> bool:
+    return isinstance(node, ast.Constant) and isinstance(node.value, bool)
 
 
 # Base classes of a model's layers (``nn.Module``, ``eqx.Module``, ``keras.layers.Layer``).
@@ -171,8 +175,8 @@ def _constant_truth(value: ast.expr | None) -> bool | None:
         if isinstance(inner, ast.List | ast.Tuple) and len(inner.elts) == 1:
             inner = inner.elts[0]
         return _zero_or_one(inner)
-    if isinstance(value, ast.Constant) and isinstance(value.value, bool):
-        return value.value
+    if _is_bool_constant(value):
+        return value.value  # type: ignore[union-attr]
     return None
 
 

@@ -15,6 +15,7 @@ from nozero.lint.facts import sources
 from nozero.lint.facts.flow_helpers import (
     _constant_truth,
     _constants,
+    _is_bool_constant,
     _is_step,
     _key,
     _marks_a_skip,
@@ -430,7 +431,7 @@ class ReactionsPart:
             key = _key(target)
             if key is None:
                 continue
-            if isinstance(value, ast.Constant) and isinstance(value.value, bool):
+            if _is_bool_constant(value):
                 continue  # a flag being set
             if value is not None and self.facts.is_nonfinite_constant(value):
                 continue  # ``decrease_error = inf``: still not finite

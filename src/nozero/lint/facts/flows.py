@@ -44,6 +44,7 @@ from nozero.lint.facts.flow_helpers import (
     _caught,
     _child_statements,
     _constant_truth,
+    _is_bool_constant,
     _is_model_class,
     _item_key,
     _key,
@@ -670,7 +671,3 @@ def _asks_to_stop(key: str) -> bool:
     flag that stops one step or a part of it (``stop_update``) is a skip."""
     words = set(vocab.name_words(key.rsplit(".", 1)[-1]))
     return bool(words & STOP_FLAG_WORDS) and not words & STOP_PART_WORDS
-
-
-def _is_bool_constant(node: ast.expr) -> bool:
-    return isinstance(node, ast.Constant) and isinstance(node.value, bool)

@@ -155,7 +155,7 @@ class FunctionFacts:
 
     def _outside_no_grad_blocks(self, fn: FunctionNode, line: int | None) -> bool:
         spans = None if line is None else self._no_grad_spans(fn)
-        return spans is not None and not any(first <= line <= last for first, last in spans)
+        return spans is not None and not _within_any(line, spans)
 
     def _no_grad_spans(self, fn: FunctionNode) -> tuple[tuple[int, int], ...] | None:
         """The lines of ``fn``'s ``with no_grad():`` blocks, where they are its only sign of
@@ -178,11 +178,7 @@ class FunctionFacts:
             and not any(k.arg in _CURVATURE_KEYWORDS for c in calls for k in c.keywords)
         ):
             found = self._without_gradient(fn)
-            outside = [
-                c
-                for c in calls
-                if not any(first <= c.lineno <= last for first, last in found) and _runs_a_model(c)
-            ]
+            outside = [c for c in calls if not _within_any(c.lineno, found) and _runs_a_model(c)]
             spans = found if found and outside else None
         self._no_grad_memo[fn.lineno] = spans
         return spans
@@ -258,8 +254,7 @@ class FunctionFacts:
             return False
         without_gradient = self._without_gradient(fn)
         return any(
-            bool(names & returned)
-            and not any(first <= value.lineno <= last for first, last in without_gradient)
+            bool(names & returned) and not _within_any(value.lineno, without_gradient)
             for names, value in self.bindings(fn)
         )
 

@@ -277,27 +277,28 @@ class SignalFacts:
             if isinstance(node, ast.Call) and vocab.is_loss_name(self.called(node.func))
             for argument in [*node.args, *(k.value for k in node.keywords)]
         ]
+        return any(self._calls_helper(value, name) for value in values)
+
+    def _calls_helper(self, value: ast.AST, name: str) -> bool:
+        """Does ``value`` call the same-file function ``name``?"""
         return any(
             isinstance(node, ast.Call) and self.helper_name(node.func) == name
-            for value in values
             for node in ast.walk(value)
         )
 
     def _keys_stored_from(self, caller: FunctionNode, name: str) -> set[str]:
         """The string keys ``caller`` stores what ``name`` returns under
         (``data["old_logps"] = logps``, ``{"old_logp": logprobs(...)}``)."""
-
-        def calls_it(value: ast.AST) -> bool:
-            return any(
-                isinstance(n, ast.Call) and self.helper_name(n.func) == name
-                for n in ast.walk(value)
-            )
-
-        held = {n for names, value in self.bindings(caller) if calls_it(value) for n in names}
+        held = {
+            n
+            for names, value in self.bindings(caller)
+            if self._calls_helper(value, name)
+            for n in names
+        }
         return {
             key
             for key, value in _stored_by_key(self.nodes(caller))
-            if calls_it(value) or _values_in(value) & held
+            if self._calls_helper(value, name) or _values_in(value) & held
         }
 
     def _key_feeds_a_loss(self, key: str) -> bool:
