@@ -169,6 +169,7 @@ def test_helpers_in_the_same_file():
                 loss = step(batch)
                 if broken(loss):
                     continue
+                update(loss)
         """
     assert codes(predicate) == ["NZ201"]
     flag = """\

@@ -71,6 +71,8 @@ class TriggerLines:
         self._starts = line_starts(source)
         self.words = self._lines(vocab.word_offsets(source, vocab.TRIGGER_WORDS))
         self.words += self._lines(vocab.self_comparisons(source))
+        if "==" in source:  # ``g[g == float("inf")] = 0``: infinity named without a word
+            self.words += self._lines(m.start() for m in vocab.INF_COMPARISON.finditer(source))
         for suffix in vocab.SETTING_SUFFIXES:  # ``ctc_zero_infinity``: part of a word
             at = source.find(suffix)
             while at >= 0:
@@ -196,10 +198,10 @@ def _is_trigger(node: ast.AST, names: frozenset[str], except_text: bool) -> bool
         return node.arg in names or (node.arg or "").endswith(vocab.SETTING_SUFFIXES)
     if isinstance(node, ast.Constant):
         return isinstance(node.value, str) and node.value in names
-    if isinstance(node, ast.Compare):  # ``x != x``
-        from nozero.lint.facts.scopes import compares_itself
+    if isinstance(node, ast.Compare):  # ``x != x``, ``g == float("inf")``
+        from nozero.lint.facts.scopes import compares_itself, is_inf
 
-        return compares_itself(node)
+        return compares_itself(node) or any(map(is_inf, (node.left, *node.comparators)))
     return except_text and isinstance(node, ast.ExceptHandler)
 
 

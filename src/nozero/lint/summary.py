@@ -37,6 +37,9 @@ class Helper:
     signal: bool = False  # hands back training signal (a loss, gradients)
     polarity: bool = True  # what it returns when the value is non-finite
     scaling: bool = False  # its test is a dynamic loss scaler's overflow check
+    # it zeroes or cleans the gradients of what it is given, in place (``p.grad`` of each
+    # parameter of a model handed to it): a call handing it a model is a finding too
+    cleans_gradients: bool = False
 
     @property
     def kinds(self) -> dict[str, bool]:
@@ -46,6 +49,7 @@ class Helper:
             "sanitizes_parameter": bool(self.cleans),
             "raises_somewhere": self.raises,
             "returns_signal": self.signal,
+            "cleans_given_gradients": self.cleans_gradients,
         }
 
 
@@ -184,6 +188,7 @@ def _helper(facts: FileFacts, name: str) -> Helper | None:
         signal=facts._helper_returns_signal(name),
         polarity=returned[1] if returned else True,
         scaling=returned[0].scaling if returned else False,
+        cleans_gradients=bool(cleans) and facts.cleans_given_gradients(name),
     )
 
 

@@ -557,6 +557,17 @@ def is_loss_name(identifier: str) -> bool:
     return not is_metric_name(identifier) and any(w in LOSS_WORDS for w in name_words(identifier))
 
 
+def holds_training_state(dotted: str) -> bool:
+    """``model``, ``self.net``, ``optimizer``, or ``self`` (a module or a trainer handing
+    itself): a helper handed one of these tests or cleans the parameters or gradients it
+    holds (``grads_all_finite(optimizer)``, ``zero_nan_grads(model)``)."""
+    name = dotted.rsplit(".", 1)[-1]
+    if name == "self":
+        return True
+    named = is_model_name(name) or names_optimizer(name)
+    return bool(name) and named and not is_measure_name(name)  # not ``encoder_mask``
+
+
 # Words that make a name about the signal's size, kind, identity or elements, not its
 # values (``param_size``, ``num_params``, ``grad_dtype``, ``loss_names``, ``loss_mask``).
 MEASURE_WORDS = frozenset(

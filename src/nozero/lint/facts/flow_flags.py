@@ -16,7 +16,6 @@ from nozero.lint.facts import sources
 from nozero.lint.facts.flow_helpers import (
     _base_name,
     _fill_truth,
-    _is_inf,
     _item_key,
     _names,
     _optimizer_report,
@@ -26,6 +25,7 @@ from nozero.lint.facts.flow_types import Flag, Route, _Unit
 from nozero.lint.facts.scopes import (
     FunctionNode,
     Scope,
+    is_inf,
     parameter_names,
     self_comparable,
     source_segment,
@@ -97,9 +97,9 @@ class FlagsPart:
                 return self._route(expr, f"{_short(self.text, left)} != itself"), True
             return None
         for side, other in ((left, right), (right, left)):
-            if _is_inf(side) and self._marked_with_inf(unit, other):
+            if is_inf(side) and self._marked_with_inf(unit, other):
                 return None  # ``grads_mag[i] = float("inf")`` ... ``== inf``: a marker read
-            if _is_inf(side) and isinstance(op, ast.Eq | ast.NotEq | ast.Is):
+            if is_inf(side) and isinstance(op, ast.Eq | ast.NotEq | ast.Is):
                 route = self._route(expr, f"{_short(self.text, other)} == inf")
                 if not self._signal(unit, other, extra):
                     route = dataclasses.replace(route, weak=True)
@@ -371,21 +371,14 @@ class FlagsPart:
             return False
         return any(
             isinstance(node, ast.Assign)
-            and _is_inf(node.value)
+            and is_inf(node.value)
             and any(_base_name(t) == base for t in node.targets)
             for node in self.facts.nodes(unit.node)
         )
 
 
 def _holds_training_state(node: ast.expr) -> bool:
-    """``model``, ``self.net``, ``optimizer``, or ``self`` (a module or a trainer handing
-    itself): a helper that tests what it is handed tests the parameters or gradients these
-    hold (``grads_all_finite(optimizer)``, ``all_finite(self)`` in a Lightning hook)."""
-    name = last_part(dotted_name(node) or "")
-    if name == "self":
-        return True
-    named = vocab.is_model_name(name) or vocab.names_optimizer(name)
-    return bool(name) and named and not vocab.is_measure_name(name)  # not ``encoder_mask``
+    return vocab.holds_training_state(dotted_name(node) or "")
 
 
 def _is_limit(node: ast.expr) -> bool:

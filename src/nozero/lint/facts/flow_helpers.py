@@ -326,9 +326,11 @@ def _scaler_present(test: ast.expr) -> bool | None:
         test = test.left
     else:
         present = True
-    name = dotted_name(test) or ""
-    if not _AMP_SWITCH_WORDS.intersection(vocab.name_words(name.rsplit(".", 1)[-1])):
+    words = vocab.name_words((dotted_name(test) or "").rsplit(".", 1)[-1])
+    if not _AMP_SWITCH_WORDS.intersection(words):
         return None
+    if words[:1] in (["no"], ["disable"], ["without"]):
+        negated = not negated  # ``if not args.no_amp:``: mixed precision is on
     return present != negated
 
 
@@ -401,22 +403,6 @@ def _names(node: ast.AST) -> set[str]:
             if dotted:
                 found.add(dotted.removeprefix("self."))
     return found
-
-
-def _is_inf(node: ast.expr) -> bool:
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
-        node = node.operand
-    if isinstance(node, ast.Attribute):
-        return node.attr in ("inf", "Inf")
-    if isinstance(node, ast.Name):
-        return node.id == "inf"
-    return (
-        isinstance(node, ast.Call)
-        and dotted_name(node.func) == "float"
-        and len(node.args) == 1
-        and isinstance(node.args[0], ast.Constant)
-        and str(node.args[0].value).lower().lstrip("+-") in ("inf", "infinity")
-    )
 
 
 def _sets_a_flag(branch: list[ast.stmt], before: ast.stmt) -> bool:

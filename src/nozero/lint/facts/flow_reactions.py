@@ -259,6 +259,8 @@ class ReactionsPart:
                 return None  # the loop is left for good: the code after it decides
             if isinstance(stmt, ast.Continue | ast.Break) and inner:
                 continue
+            if isinstance(stmt, ast.Continue) and loops and _ends_its_iteration(unit.node, stmt):
+                continue  # the loop body's last statement: nothing is left to skip
             if isinstance(stmt, ast.Continue | ast.Break) and loops:
                 return ("late_skip" if self._after_the_update(unit, stmt) else "skip"), stmt
             if isinstance(stmt, ast.Pass) and len(branch) == 1 and (loops or unit.updates_after):
@@ -532,3 +534,28 @@ def _first_of_chain(node: ast.expr) -> ast.expr:
     ):
         node = node.func.value
     return node
+
+
+def _ends_its_iteration(function: ast.AST, stmt: ast.Continue) -> bool:
+    """Is ``stmt`` where its loop's body ends anyway (``step(); if bad(out): print();
+    continue`` as the body's last lines)? Such a ``continue`` skips nothing."""
+    loops = [
+        node
+        for node in ast.walk(function)
+        if isinstance(node, _LOOPS) and node.lineno < stmt.lineno <= (node.end_lineno or 0)
+    ]
+    return bool(loops) and _last_in(max(loops, key=lambda node: node.lineno).body, stmt)
+
+
+def _last_in(block: list[ast.stmt], stmt: ast.stmt) -> bool:
+    """Is ``stmt`` the last statement run in ``block`` on some path through it?"""
+    last = block[-1] if block else None
+    if last is stmt:
+        return True
+    if isinstance(last, ast.If):
+        return _last_in(last.body, stmt) or _last_in(last.orelse, stmt)
+    if isinstance(last, ast.With | ast.AsyncWith):
+        return _last_in(last.body, stmt)
+    if isinstance(last, ast.Try) and not last.orelse:
+        return _last_in(last.body, stmt) or any(_last_in(h.body, stmt) for h in last.handlers)
+    return False

@@ -67,7 +67,12 @@ from nozero.lint.facts.flow_reactions import ReactionsPart
 from nozero.lint.facts.flow_record import RecordPart
 from nozero.lint.facts.flow_selections import SelectionsPart
 from nozero.lint.facts.flow_types import _DEFS, _LOOPS, WHAT, Flag, Reaction, Route, _Unit
-from nozero.lint.facts.scopes import FileFacts, FunctionNode, parameter_names
+from nozero.lint.facts.scopes import (
+    FileFacts,
+    FunctionNode,
+    parameter_names,
+    steps_an_optimizer,
+)
 from nozero.lint.imports import dotted_name, last_part
 from nozero.lint.lines import line_starts, split_lines
 from nozero.lint.scaling import scaler_at_work, scaler_in_lines
@@ -469,6 +474,8 @@ class Flows(ReactionsPart, SelectionsPart, RecordPart, FlagsPart):
         found = self.flag_of(unit, stmt.test) or self.limit_flag(unit, stmt.test)
         if found is not None and found[0].weak:
             self._clamped(unit, stmt, found)
+            if self._gates_a_step(unit, stmt, found, loops):
+                self._add(unit, "not_taken", stmt, found[0])
             found = None
         if found is None:
             present = _scaler_present(stmt.test)
@@ -589,6 +596,21 @@ class Flows(ReactionsPart, SelectionsPart, RecordPart, FlagsPart):
             ):
                 return kind
         return ""
+
+    def _gates_a_step(self, unit: _Unit, stmt: ast.If, found: Flag, loops: int) -> bool:
+        """``if np.isfinite(total_norm): self.optimizer.step()``: an optimizer's step
+        taken only when a value is finite, whatever the value is called (a norm handed in
+        by another module, a float), with nothing else done when it is not. A non-finite
+        value then skips the update silently, as a test of the gradients would."""
+        route, polarity = found
+        if route.implicit:
+            return False
+        bad, good = (stmt.body, stmt.orelse) if polarity else (stmt.orelse, stmt.body)
+        steps = any(steps_an_optimizer(n) for s in good for n in self.facts.nodes(s))
+        tested = _names(stmt.test)
+        return steps and (
+            not bad or self._branch(unit, bad, tested, loops, stmt) == ("go_on", stmt)
+        )
 
     def _clamped(self, unit: _Unit, stmt: ast.If, found: Flag) -> None:
         """``if not isfinite(h).all(): h = clamp(h, -big, big)``: activations pushed back

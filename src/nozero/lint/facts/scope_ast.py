@@ -365,3 +365,38 @@ class Scope:
     # no signal whatever they are called: bound only from a metric's result, a setting
     # (``focal_loss: bool = False``), or ``g`` where no gradient is in sight (a graph)
     not_signal: set[str] = field(default_factory=set)
+
+
+def is_inf(node: ast.expr) -> bool:
+    """``inf``, ``-math.inf``, ``np.Inf``, ``float("inf")``."""
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        node = node.operand
+    if isinstance(node, ast.Attribute):
+        return node.attr in ("inf", "Inf")
+    if isinstance(node, ast.Name):
+        return node.id == "inf"
+    return (
+        isinstance(node, ast.Call)
+        and dotted_name(node.func) == "float"
+        and len(node.args) == 1
+        and isinstance(node.args[0], ast.Constant)
+        and str(node.args[0].value).lower().lstrip("+-") in ("inf", "infinity")
+    )
+
+
+def steps_an_optimizer(node: ast.AST) -> bool:
+    """``optimizer.step()``, ``self.opt.step()``, ``scaler.step(opt)``,
+    ``optax.apply_updates(...)``, ``opt.apply_gradients(...)``: an update of the
+    parameters (a scheduler's or an average's ``step`` is none)."""
+    if not isinstance(node, ast.Call) or not isinstance(node.func, ast.Attribute):
+        return False
+    if node.func.attr in ("apply_updates", "apply_gradients", "minimize"):
+        return True
+    words = set(vocab.name_words((dotted_name(node.func.value) or "").rsplit(".", 1)[-1]))
+    # ``optim_x2y``, ``g_optimizer``, ``scaler``; not ``optimizer_scheduler``
+    stepped = words & {*vocab.OPTIMIZER_NAME_WORDS, "scaler"} and not words & _NOT_OPTIMIZERS
+    return node.func.attr == "step" and bool(stepped)
+
+
+# Words of what has a ``step`` that updates no parameter.
+_NOT_OPTIMIZERS = frozenset({"scheduler", "sched", "lr", "ema", "averager", "clipper", "timer"})

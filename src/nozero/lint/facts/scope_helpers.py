@@ -19,6 +19,7 @@ from nozero.lint.facts.scope_ast import (
     _true_when_nonfinite,
     bound_names,
     parameter_names,
+    steps_an_optimizer,
     true_only_where_finite,
 )
 from nozero.lint.tables.reactions import SANITIZED_KEYWORDS
@@ -48,6 +49,23 @@ class HelperFacts:
         """A same-file function that replaces non-finite values of its argument (a helper
         named for plots or metrics is left alone, like the values it cleans)."""
         return not vocab.is_metric_name(name) and self._helper("sanitizes_parameter", name)
+
+    def cleans_given_gradients(self, name: str) -> bool:
+        """Does the helper ``name`` clean, in place, the gradients of what it is given
+        (``zero_nan_grads(model)``), rather than a value it hands back?"""
+        if name in self.imported:
+            return self.imported[name].cleans_gradients
+        if not self.sanitized_parameters(name):
+            return False
+        return self._helper_memo.get(("cleans_given_gradients", name), False)
+
+    def steps_an_optimizer(self, name: str) -> bool:
+        """Does the same-file function ``name`` take an optimizer step (it trains)?"""
+        return any(
+            steps_an_optimizer(node)
+            for fn in self._functions_by_name.get(name, [])
+            for node in self.nodes(fn)
+        )
 
     def is_raising_helper(self, name: str) -> bool:
         return self._helper("raises_somewhere", name)
@@ -156,8 +174,43 @@ class HelperFacts:
             return False
         own = self.scope(fn.lineno)
         if self._cleans(calls, own):
-            return False  # it cleans signal of its own: that statement is the finding
+            # it cleans signal of its own: that statement is a finding, and so is a call
+            # that hands it what it cleans (``finite_check(model.parameters())`` for a
+            # helper zeroing ``p.grad`` for each ``p`` it is given)
+            given = [only] if only is not None else sorted(parameter_names(fn))
+            if any(self._cleans_from(fn, calls, own, name) for name in given):
+                self._helper_memo[("cleans_given_gradients", fn.name)] = True
+                return True
+            return False
         return self._cleans(calls, self._parameter_scope(fn, only))
+
+    def _cleans_from(
+        self,
+        fn: FunctionNode,
+        calls: list[tuple[ast.Call | ast.Assign, str]],
+        own: Scope,
+        parameter: str,
+    ) -> bool:
+        """Does one of ``calls`` clean the gradients of what ``parameter`` holds
+        (``p.grad`` for each ``p`` in it), state the caller keeps, rather than a value the
+        helper computes or returns?"""
+        bindings = self.bindings(fn)
+        derived = {parameter}
+        changed = True
+        while changed:
+            changed = False
+            for names, value in bindings:
+                if not names <= derived and _hands_on(value, derived):
+                    derived |= names
+                    changed = True
+        # a name also bound to a value made here (``x = x.clone()``) may hold a copy: what
+        # is cleaned through it is not what the caller handed over
+        derived -= {n for names, value in bindings if not _hands_on(value, derived) for n in names}
+        return any(
+            any(_gradient_of(subject, derived) for subject in _cleaned_subjects(node))
+            and self._cleans([(node, name)], own)
+            for node, name in calls
+        )
 
     def _cleans(self, calls: list[tuple[ast.Call | ast.Assign, str]], scope: Scope) -> bool:
         """Does one of ``calls`` (sanitizers, masked fills and assignments, selects)
@@ -337,3 +390,53 @@ class HelperFacts:
         return true_only_where_finite(
             expr, lambda name: v[0] if len(v := values.get(name, [])) == 1 else None
         )
+
+
+# Calls that hand on what they are given (a list of it, its items, a filtered view):
+# ``list(filter(keep, parameters))``, ``model.parameters()``, ``grads.values()``.
+_PASSING_ON = frozenset(
+    {"list", "tuple", "filter", "iter", "sorted", "reversed", "enumerate", "zip", "chain"}
+)
+_ACCESSORS = frozenset(
+    {"parameters", "named_parameters", "values", "items", "children", "modules", "leaves"}
+)
+
+
+def _hands_on(value: ast.expr, given: set[str]) -> bool:
+    """Is ``value`` one of ``given``, part of one, or one's items, rather than something
+    computed from it (``model(x)``, ``loss.mean()``)?"""
+    if isinstance(value, ast.Name):
+        return value.id in given
+    if isinstance(value, ast.Attribute | ast.Subscript | ast.Starred):
+        return _hands_on(value.value, given)
+    if isinstance(value, ast.List | ast.Tuple | ast.Set):
+        return any(_hands_on(element, given) for element in value.elts)
+    if isinstance(value, ast.IfExp):
+        return _hands_on(value.body, given) or _hands_on(value.orelse, given)
+    if isinstance(value, ast.Call):
+        func = value.func
+        if isinstance(func, ast.Attribute) and func.attr in _ACCESSORS:
+            return _hands_on(func.value, given)
+        if getattr(func, "id", None) in _PASSING_ON or getattr(func, "attr", None) in _PASSING_ON:
+            return any(_hands_on(argument, given) for argument in value.args)
+    return False
+
+
+def _cleaned_subjects(node: ast.Call | ast.Assign) -> list[ast.expr]:
+    """What a cleaning statement writes or reads: an assignment's targets
+    (``p.grad[mask] = 0``), a call's receiver and first argument
+    (``p.grad.nan_to_num_()``, ``torch.nan_to_num(p.grad, out=p.grad)``)."""
+    if isinstance(node, ast.Assign):
+        return list(node.targets)
+    receiver = [node.func.value] if isinstance(node.func, ast.Attribute) else []
+    return [*receiver, *node.args[:1]]
+
+
+def _gradient_of(subject: ast.expr, given: set[str]) -> bool:
+    """Is ``subject`` a gradient held by one of ``given`` (``p.grad``, ``p.grad.data[m]``)?"""
+    holds_gradient = False
+    while isinstance(subject, ast.Attribute | ast.Subscript):
+        if isinstance(subject, ast.Attribute) and subject.attr == "grad":
+            holds_gradient = True
+        subject = subject.value
+    return holds_gradient and isinstance(subject, ast.Name) and subject.id in given

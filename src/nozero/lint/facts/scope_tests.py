@@ -17,6 +17,7 @@ from nozero.lint.facts.scope_ast import (
     _names_logits,
     _root_name,
     _updates_a_mapping,
+    is_inf,
     parameter_names,
     self_comparable,
     source_segment,
@@ -139,6 +140,11 @@ class ExpressionFacts:
                 and lens.signal(expr.left)
             ):
                 return True
+            if len(expr.ops) == 1 and isinstance(expr.ops[0], ast.Eq | ast.NotEq | ast.Is):
+                left, right = expr.left, expr.comparators[0]
+                for side, other in ((left, right), (right, left)):
+                    if is_inf(side) and lens.signal(other):
+                        return True  # ``g == float("inf")``, ``p.grad.abs() == math.inf``
             return any(self._test(e, lens) for e in (expr.left, *expr.comparators))
         if isinstance(expr, ast.Call):
             return self._test_call(expr, lens)

@@ -26,9 +26,11 @@ from nozero.lint.facts.scope_ast import (
     Scope,
     bound_names,
     compares_itself,
+    is_inf,
     parameter_names,
     self_comparable,
     source_segment,
+    steps_an_optimizer,
 )
 from nozero.lint.facts.scope_base import BaseFacts
 from nozero.lint.facts.scope_functions import FunctionFacts
@@ -82,7 +84,9 @@ __all__ = [
     "Scope",
     "bound_names",
     "compares_itself",
+    "is_inf",
     "parameter_names",
     "self_comparable",
     "source_segment",
+    "steps_an_optimizer",
 ]

@@ -107,9 +107,10 @@ class SkipStepOnNonFinite(FlowRule):
             def is_bad(x):
                 return math.isnan(x) or math.isinf(x)
             for b in data:
-                loss = train(b)
+                loss = compute_loss(b)
                 if is_bad(loss):
                     continue
+                optimizer.step()
             """,
             line=7,
         ),
@@ -120,6 +121,16 @@ class SkipStepOnNonFinite(FlowRule):
                 optimizer.step()
             """,
             line=2,
+        ),
+        Example(
+            """\
+            import numpy as np
+            class OptimizerWrapper:
+                def step(self, total_norm: float) -> None:
+                    if np.isfinite(total_norm):
+                        self.optimizer.step()
+            """,
+            line=4,
         ),
         Example(
             """\

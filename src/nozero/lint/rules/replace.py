@@ -128,6 +128,12 @@ def _argument(call: cst.Call, position: int, *keywords: str) -> cst.BaseExpressi
     return positional[position] if len(positional) > position else None
 
 
+def _holds_training_state(node: cst.BaseExpression, ctx: Context) -> bool:
+    """A model, an optimizer or ``self`` handed to a helper that cleans what it holds."""
+    dotted = ctx.qualified(node)
+    return dotted is not None and vocab.holds_training_state(dotted)
+
+
 def _sanitizer_helper_called(call: cst.Call, ctx: Context) -> str | None:
     """The same-file function ``call`` calls, if that function cleans its argument."""
     helper = ctx.helper_called(call)
@@ -263,6 +269,19 @@ class NanToNumOnSignal(Rule):
             """,
             line=5,
         ),
+        Example(
+            """\
+            import torch
+            def zero_nan_grads(model):
+                for p in model.parameters():
+                    p.grad[torch.isnan(p.grad)] = 0.0
+            def train_step(model, loss, optimizer):
+                loss.backward()
+                zero_nan_grads(model)
+                optimizer.step()
+            """,
+            line=7,
+        ),
     ]
 
     def visit_Call(self, node: cst.Call, ctx: Context) -> None:
@@ -275,7 +294,12 @@ class NanToNumOnSignal(Rule):
             handed = [positional[i] for i, _ in cleaned if 0 <= i < len(positional)]
             names = {name for _, name in cleaned}
             handed += [a.value for a in node.args if a.keyword and a.keyword.value in names]
-            if any(ctx.is_signal(value) for value in handed):
+            # a model or an optimizer handed to a helper that cleans its gradients in
+            # place; a function that trains is no such helper (its finding is inside it)
+            held = ctx.facts.cleans_given_gradients(helper) and not (
+                ctx.facts.steps_an_optimizer(helper)
+            )
+            if any(ctx.is_signal(v) or (held and _holds_training_state(v, ctx)) for v in handed):
                 _report(ctx, node, self, f"through {helper}()")
             return
         if ctx.called(node) not in vocab.SANITIZERS:
