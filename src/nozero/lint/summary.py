@@ -200,6 +200,9 @@ class _Place:
     cls: ast.ClassDef | None
     function: FunctionNode | None
     tests: list[ast.expr]
+    # the functions around ``function``, innermost first: a closure's test may read a
+    # parameter of the factory that made it (``if reset_if_nan:`` in ``step``)
+    enclosing: tuple[FunctionNode, ...] = ()
 
 
 def _places(tree: ast.Module) -> dict[int, _Place]:
@@ -212,9 +215,11 @@ def _places(tree: ast.Module) -> dict[int, _Place]:
             for child in getattr(node, name, ()):
                 inner = place
                 if isinstance(node, ast.If) and name == "body":
-                    inner = _Place(place.cls, place.function, [*place.tests, node.test])
+                    inner = _Place(
+                        place.cls, place.function, [*place.tests, node.test], place.enclosing
+                    )
                 elif isinstance(node, ast.If):
-                    inner = _Place(place.cls, place.function, place.tests)
+                    inner = _Place(place.cls, place.function, place.tests, place.enclosing)
                 if isinstance(child, ast.excepthandler | ast.match_case):
                     stack.append((child, inner))
                     continue
@@ -224,7 +229,8 @@ def _places(tree: ast.Module) -> dict[int, _Place]:
                 if isinstance(child, ast.ClassDef):
                     stack.append((child, _Place(child, None, [])))
                 elif isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef):
-                    stack.append((child, _Place(inner.cls, child, [])))
+                    around = (inner.function, *inner.enclosing) if inner.function else ()
+                    stack.append((child, _Place(inner.cls, child, [], around)))
                 else:
                     stack.append((child, inner))
     return found
@@ -275,6 +281,10 @@ def _gating_operands(test: ast.expr) -> list[ast.expr]:
     return [test]
 
 
+def _parameters(fn: FunctionNode) -> set[str]:
+    return set(_positional(fn)) | {a.arg for a in fn.args.kwonlyargs}
+
+
 def _positional(fn: FunctionNode) -> list[str]:
     names = [a.arg for a in (*fn.args.posonlyargs, *fn.args.args)]
     return names[1:] if names[:1] in (["self"], ["cls"]) else names
@@ -293,7 +303,7 @@ def _switches(tree: ast.Module, facts: FileFacts) -> list[Switch]:
         fn = place.function
         if fn is not None and facts.in_test(fn.lineno):
             continue
-        parameters = set(_positional(fn)) | {a.arg for a in fn.args.kwonlyargs} if fn else set()
+        parameters = {name for f in (fn, *place.enclosing) if f for name in _parameters(f)}
         flags = {reaction.route.flag} | set(reaction.route.looked_at)
         for test in place.tests:
             for operand in _gating_operands(test):
@@ -302,7 +312,43 @@ def _switches(tree: ast.Module, facts: FileFacts) -> list[Switch]:
                     continue
                 for switch in _switch_records(ref, place, reaction, tree):
                     found.setdefault((switch.kind, switch.function, switch.name), switch)
+    for switch in _forwarded_keys(tree, [s for s in found.values() if s.kind == "param"]):
+        found.setdefault((switch.kind, switch.function, switch.name), switch)
     return list(found.values())
+
+
+def _forwarded_keys(tree: ast.Module, switches: list[Switch]) -> list[Switch]:
+    """The config keys the module's own calls feed its functions' switches from
+    (``make_step(..., reset_if_nan=cfg.optim.reset_if_nan)``): setting such a key in a
+    config module turns the switch on, so the key is a switch too."""
+    by_function: dict[str, list[Switch]] = {}
+    for switch in switches:
+        by_function.setdefault(switch.function, []).append(switch)
+    found = []
+    for node in ast.walk(tree) if by_function else ():
+        if not isinstance(node, ast.Call):
+            continue
+        called = node.func.attr if isinstance(node.func, ast.Attribute) else None
+        called = node.func.id if isinstance(node.func, ast.Name) else called
+        for switch in by_function.get(called or "", ()):
+            argument = _argument_for(node, switch)
+            ref = switch_reference(argument, set()) if argument is not None else None
+            if ref is not None and ref[0] == "key" and _specific(ref[1]):
+                found.append(
+                    Switch("key", "", ref[1], -1, switch.line, switch.reaction, switch.scaling)
+                )
+    return found
+
+
+def _argument_for(call: ast.Call, switch: Switch) -> ast.expr | None:
+    """What ``call`` hands the switch's parameter: by keyword, or by position."""
+    for keyword in call.keywords:
+        if keyword.arg == switch.name:
+            return keyword.value
+    if 0 <= switch.position < len(call.args):
+        argument = call.args[switch.position]
+        return None if isinstance(argument, ast.Starred) else argument
+    return None
 
 
 def _switch_records(ref: tuple[str, str], place: _Place, reaction, tree) -> list[Switch]:  # noqa: ANN001
@@ -310,6 +356,10 @@ def _switch_records(ref: tuple[str, str], place: _Place, reaction, tree) -> list
     fn = place.function
     common = {"line": reaction.line, "reaction": reaction.kind, "scaling": reaction.scaling}
     if kind == "param" and fn is not None:
+        # the function whose parameter it is: the innermost of those around the test
+        fn = next((f for f in (fn, *place.enclosing) if name in _parameters(f)), fn)
+        if fn is not place.function:
+            place = _Place(None, fn, place.tests)  # a factory's parameter: its own switch
         positional = _positional(fn)
         position = positional.index(name) if name in positional else -1
         if place.cls is None:

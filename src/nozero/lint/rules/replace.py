@@ -534,10 +534,21 @@ class WhereSubstitutes(Rule):
         branches = [_argument(node, 1, "x"), _argument(node, 2, "y")]
         if condition is None or None in branches:
             return
+        if any(_increments(b) for b in branches if b):
+            return  # ``retries.assign(where(any_nan, retries + 1, 0))``: a count of failures
         if any(is_finite_constant(b, ctx) for b in branches if b) and (
             ctx.is_nonfinite_test(condition)
         ):
             _report(ctx, node, self, "where(...) picks a constant")
+
+
+def _increments(node: cst.BaseExpression) -> bool:
+    """``count + 1``: a count going up, not a value being replaced."""
+    return (
+        isinstance(node, cst.BinaryOperation)
+        and isinstance(node.operator, cst.Add)
+        and isinstance(node.right, cst.Integer)
+    )
 
 
 def _counts_into(node: cst.CSTNode, ctx: Context) -> bool:

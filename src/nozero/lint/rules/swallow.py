@@ -176,9 +176,14 @@ def _own_failure(names: set[str], ctx: Context) -> str:
 
 
 # Checks that raise on a non-finite value, with the class they raise: ``nozero``'s
-# ``check_finite`` (``NonFiniteError``, a ``RuntimeError``), ``tf.debugging.check_numerics``
-# and torch's ``clip_grad_norm_(..., error_if_nonfinite=True)``.
-_CHECK_RAISES = {"check_finite": "RuntimeError", "check_numerics": "InvalidArgumentError"}
+# ``check_finite`` (``NonFiniteError``, a ``RuntimeError``), ``tf.debugging.check_numerics``,
+# chex's ``assert_tree_all_finite`` and torch's ``clip_grad_norm_(...,
+# error_if_nonfinite=True)``.
+_CHECK_RAISES = {
+    "check_finite": "RuntimeError",
+    "check_numerics": "InvalidArgumentError",
+    "assert_tree_all_finite": "AssertionError",
+}
 _CLIPS_THAT_RAISE = frozenset({"clip_grad_norm_", "clip_grad_norm", "clip_grad_norm_fp32"})
 
 

@@ -72,6 +72,8 @@ BOOLEAN_CALLS = frozenset(
     {
         "all",  # torch.isfinite(g).all()
         "any",  # torch.isnan(g).any()
+        "reduce_all",  # tf.reduce_all(tf.math.is_finite(g))
+        "reduce_any",  # tf.reduce_any([tf.reduce_any(tf.math.is_nan(g)) for g in grads])
         "bool",  # bool(torch.isnan(loss))
         "logical_and",  # jnp.logical_and(a, b)
         "logical_or",  # np.logical_or(isnan(x), isinf(x))

@@ -113,6 +113,7 @@ CHECK_CALLS = frozenset(
     {
         "check_finite",  # check_finite(grads): raises on a non-finite value
         "check_numerics",  # tf.debugging.check_numerics(loss, "loss")
+        "assert_tree_all_finite",  # chex.assert_tree_all_finite(grads): AssertionError
     }
 )
 # Calls that stop the program or raise when a check fails, or stop it in a debugger
@@ -122,6 +123,7 @@ RAISING_CALLS = frozenset(
         "check_finite",  # check_finite(x)
         "check",  # checkify.check(jnp.isfinite(x).all(), "nan")
         "check_numerics",  # tf.debugging.check_numerics(x, msg)
+        "assert_tree_all_finite",  # chex.assert_tree_all_finite(state)
         "exit",  # sys.exit(1)
         "_exit",  # os._exit(1)
         "abort",  # os.abort()
