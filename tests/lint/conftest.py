@@ -117,3 +117,11 @@ def write(path: Path, text: str | bytes) -> Path:
     else:
         path.write_text(text, encoding="utf-8")
     return path
+
+
+def write_project(root: Path, modules: dict[str, str]) -> Path:
+    """A project at ``root`` (a ``pyproject.toml``) holding ``modules`` (path -> text)."""
+    write(root / "pyproject.toml", "[project]\nname = 'p'\n")
+    for name, text in modules.items():
+        write(root / name, text)
+    return root

@@ -17,7 +17,7 @@ import pytest
 
 from nozero.lint.engine import lint_source
 
-from .conftest import write
+from .conftest import write_project
 
 FACTORY = """\
 import jax
@@ -123,13 +123,16 @@ def test_the_factory_step_keeps_the_old_state_where_it_is_written() -> None:
 
 
 def test_config_modules_that_set_the_forwarded_key_turn_the_reaction_on(lint, tmp_path) -> None:
-    root = tmp_path / "project"
-    write(root / "pyproject.toml", "[project]\nname = 'p'\n")
-    write(root / "pkg" / "__init__.py", "")
-    write(root / "pkg" / "train.py", FACTORY)
-    write(root / "pkg" / "configs" / "__init__.py", "")
-    write(root / "pkg" / "configs" / "stable.py", CONFIG_ATTRIBUTE)
-    write(root / "pkg" / "configs" / "presets.py", CONFIG_DICT)
+    write_project(
+        tmp_path / "project",
+        {
+            "pkg/__init__.py": "",
+            "pkg/train.py": FACTORY,
+            "pkg/configs/__init__.py": "",
+            "pkg/configs/stable.py": CONFIG_ATTRIBUTE,
+            "pkg/configs/presets.py": CONFIG_DICT,
+        },
+    )
     result = lint("project", "--no-cache")
     assert result.code == 1, result.err
     lines = sorted(line.split(" NZ")[0] for line in result.out.splitlines() if " NZ" in line)

@@ -17,7 +17,7 @@ import pytest
 
 from nozero.lint.engine import lint_source
 
-from .conftest import write
+from .conftest import write_project
 
 GATED_BY_A_NORM = """\
 import numpy as np
@@ -276,20 +276,6 @@ def test_a_step_cleaning_a_loss_it_computes_is_found_once() -> None:
     ]
 
 
-def test_the_zeroing_helper_imported_from_another_module_is_found_at_the_call(
-    lint, tmp_path
-) -> None:
-    root = tmp_path / "project"
-    write(root / "pyproject.toml", "[project]\nname = 'p'\n")
-    write(root / "pkg" / "__init__.py", "")
-    write(root / "pkg" / "checks.py", ZEROING_HELPER)
-    write(root / "pkg" / "train.py", "from pkg.checks import finite_check\n" + LOOP_CALLING_IT)
-    result = lint(str(root / "pkg" / "train.py"), "--no-cache")
-    assert result.code == 1, result.err
-    assert result.out.count(" NZ") == 1
-    assert "train.py:8:9: NZ101 " in result.out and "through finite_check()" in result.out
-
-
 def test_a_mask_comparing_gradients_with_infinity_is_a_non_finite_mask() -> None:
     assert [(line, code) for line, code, _ in findings(INFINITY_MASKS)] == [
         (5, "NZ105"),
@@ -297,17 +283,35 @@ def test_a_mask_comparing_gradients_with_infinity_is_a_non_finite_mask() -> None
     ]
 
 
-def test_a_model_handed_to_a_helper_imported_from_another_module_is_found(lint, tmp_path) -> None:
-    helper, _, loop = MODEL_HANDED_OVER.partition("\ndef train")
-    root = tmp_path / "project"
-    write(root / "pyproject.toml", "[project]\nname = 'p'\n")
-    write(root / "pkg" / "__init__.py", "")
-    write(root / "pkg" / "grads.py", helper)
-    write(root / "pkg" / "train.py", "from pkg.grads import clean_grads\n\ndef train" + loop)
-    result = lint(str(root / "pkg" / "train.py"), "--no-cache")
+_HELPER, _, _LOOP = MODEL_HANDED_OVER.partition("\ndef train")
+
+
+@pytest.mark.parametrize(
+    ("helper", "train", "site"),
+    [
+        (
+            ZEROING_HELPER,
+            "from pkg.helpers import finite_check\n" + LOOP_CALLING_IT,
+            "train.py:8:9: NZ101 nan_to_num on training signal hides a non-finite value "
+            "instead of stopping (through finite_check())",
+        ),
+        (
+            _HELPER,
+            "from pkg.helpers import clean_grads\n\ndef train" + _LOOP,
+            "train.py:8:9: NZ101 nan_to_num on training signal hides a non-finite value "
+            "instead of stopping (through clean_grads())",
+        ),
+    ],
+    ids=["parameters-handed-over", "model-handed-over"],
+)
+def test_a_zeroing_helper_imported_from_another_module_is_found_at_the_call(
+    lint, tmp_path, helper, train, site
+) -> None:
+    files = {"pkg/__init__.py": "", "pkg/helpers.py": helper, "pkg/train.py": train}
+    write_project(tmp_path / "project", files)
+    result = lint("project/pkg/train.py", "--no-cache")
     assert result.code == 1, result.err
-    assert "train.py:8:9: NZ101 " in result.out and "through clean_grads()" in result.out
+    assert result.out.count(" NZ") == 1 and site in result.out
     # the helper's summary carries what it cleans: a cold cache and a warm one agree
-    cold = lint(str(root / "pkg" / "train.py"))
-    warm = lint(str(root / "pkg" / "train.py"))
+    cold, warm = lint("project/pkg/train.py"), lint("project/pkg/train.py")
     assert cold.out == warm.out == result.out
