@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import ast
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from nozero.lint import prefilter, vocab
 from nozero.lint.files import is_test_module
@@ -294,8 +294,8 @@ def _switches(tree: ast.Module, facts: FileFacts) -> list[Switch]:
     from nozero.lint.facts import reactions
 
     found: dict[tuple, Switch] = {}
-    gated = reactions(facts)
-    places = _places(tree) if gated else {}  # one walk of the statements, when needed
+    places = _places(tree)
+    gated = [*reactions(facts), *_cleanings(tree, places, facts)]
     for reaction in gated:
         place = places.get(reaction.first)
         if place is None or not place.tests:
@@ -315,6 +315,53 @@ def _switches(tree: ast.Module, facts: FileFacts) -> list[Switch]:
     for switch in _forwarded_keys(tree, [s for s in found.values() if s.kind == "param"]):
         found.setdefault((switch.kind, switch.function, switch.name), switch)
     return list(found.values())
+
+
+@dataclass(frozen=True)
+class _Cleaning:
+    """A statement that cleans training signal whatever its values are (``nan_to_num(
+    p.grad, out=p.grad)``), read as a reaction a setting may gate (``if force_finite:``)."""
+
+    first: int
+    line: int
+    route: Any  # ``nozero.lint.facts.flow_types.Route``
+    kind: str = "replace"
+    scaling: bool = False
+
+
+def _cleanings(tree: ast.Module, places: dict[int, _Place], facts: FileFacts) -> list[_Cleaning]:
+    """The gated statements that hand training signal to a sanitizer (NZ101's sites)."""
+    from nozero.lint.facts.flow_types import Route
+
+    found: list[_Cleaning] = []
+    gated = {line for line, place in places.items() if place.tests}
+    if not gated or not any(word in facts.source for word in vocab.SANITIZERS):
+        return found  # only a gated cleaning can be a switch's reaction
+    statements: dict[int, ast.stmt] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.stmt) and node.lineno in gated:
+            statements.setdefault(node.lineno, node)
+    for line, statement in statements.items():
+        place = places[line]
+        if not isinstance(statement, ast.Expr | ast.Assign | ast.AugAssign | ast.AnnAssign):
+            continue
+        scope = facts.scope(place.function.lineno if place.function else 0)
+        for node in ast.walk(statement):
+            if (
+                isinstance(node, ast.Call)
+                and facts.called(node.func) in vocab.SANITIZERS
+                and not facts.hides_nothing(node)
+                and any(facts.is_signal(s, scope) for s in _sanitized(node))
+            ):
+                route = Route(line, f"{facts.called(node.func)}()", None, False)
+                found.append(_Cleaning(line, line, route))
+                break
+    return found
+
+
+def _sanitized(call: ast.Call) -> list[ast.expr]:
+    receiver = [call.func.value] if isinstance(call.func, ast.Attribute) else []
+    return [*call.args[:1], *receiver]
 
 
 def _forwarded_keys(tree: ast.Module, switches: list[Switch]) -> list[Switch]:

@@ -42,10 +42,10 @@ def turn_on_hits(tree: ast.Module, view: View, rules: Sequence[FlowRule]) -> lis
                     f"{rule.message} ({switch.name} turned on here; {what.replace(' here', '')}"
                     f" at {where}:{switch.line})"
                 )
-                last = statement.end_lineno or statement.lineno
-                hit = Hit(
-                    site.lineno, site.col_offset + 1, rule.code, message, statement.lineno, last
-                )
+                # a default in a signature is its own statement, not the whole ``def``
+                around = site if isinstance(statement, _DEFINITIONS) else statement
+                first, last = around.lineno, around.end_lineno or around.lineno
+                hit = Hit(site.lineno, site.col_offset + 1, rule.code, message, first, last)
                 hits.setdefault((hit.line, hit.col, hit.code), hit)
     return list(hits.values())
 
@@ -77,6 +77,12 @@ def _true(node: ast.expr | None) -> bool:
 def _sites(node: ast.AST, view: View) -> Iterator[tuple[ast.AST, tuple[Route, ...]]]:
     if isinstance(node, ast.Call):
         yield from _call_sites(node, view)
+    elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+        yield from _default_sites(node, view.calls.get(node.name, ()))
+    elif isinstance(node, ast.ClassDef):
+        for init in node.body:
+            if isinstance(init, ast.FunctionDef) and init.name == "__init__":
+                yield from _default_sites(init, view.calls.get(node.name, ()))
     elif isinstance(node, ast.Dict):
         for key, value in zip(node.keys, node.values, strict=True):
             if isinstance(key, ast.Constant) and key.value in view.keys and _true(value):
@@ -87,6 +93,24 @@ def _sites(node: ast.AST, view: View) -> Iterator[tuple[ast.AST, tuple[Route, ..
             name = _target_name(target)
             if name in view.keys:
                 yield target, view.keys[name]
+
+
+_DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
+
+def _default_sites(
+    fn: ast.FunctionDef | ast.AsyncFunctionDef, routes: tuple[Route, ...]
+) -> Iterator[tuple[ast.AST, tuple[Route, ...]]]:
+    """A switch of ``fn`` whose default is true (``def training_loop(...,
+    force_finite=True)``): every call that leaves it out turns the reaction on."""
+    args = fn.args
+    positional = [*args.posonlyargs, *args.args]
+    defaults = dict(zip((a.arg for a in positional[::-1]), args.defaults[::-1], strict=False))
+    defaults.update((a.arg, d) for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True) if d)
+    for switch, where in routes:
+        default = defaults.get(switch.name)
+        if switch.kind == "param" and _true(default):
+            yield default, ((switch, where),)
 
 
 def _assigned(node: ast.Assign | ast.AnnAssign) -> ast.expr | None:

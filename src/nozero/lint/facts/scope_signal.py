@@ -172,7 +172,11 @@ class SignalFacts:
             predictions = (fed & parameter_names(root)) | self._prediction_parameters(root)
             forward = self.is_model_forward(root)
         # a size is no prediction, whatever its name (``n_pred_ch = input.shape[1]``)
-        valued = [(names, value) for names, value in bindings if not _describes(value)]
+        # in a loss function, a list built by ``append`` holds what is appended
+        # (``kernel.append(kl)`` ... ``kernel = torch.stack(kernel)``)
+        losing = isinstance(root, FunctionNode) and self.is_loss_function(root)
+        made = [*bindings, *(_appended(self.nodes(root)) if losing else [])]
+        valued = [(names, value) for names, value in made if not _describes(value)]
         changed = True
         while changed:
             changed = False
