@@ -17,6 +17,7 @@ hands the whole file to libcst, and the tests compare the two).
 from __future__ import annotations
 
 import ast
+import re
 from bisect import bisect_left, bisect_right
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -72,7 +73,7 @@ class TriggerLines:
         self.words = self._lines(vocab.word_offsets(source, vocab.TRIGGER_WORDS))
         self.words += self._lines(vocab.self_comparisons(source))
         if "==" in source:  # ``g[g == float("inf")] = 0``: infinity named without a word
-            self.words += self._lines(m.start() for m in vocab.INF_COMPARISON.finditer(source))
+            self.words += self._lines(_masking_inf_comparisons(source))
         for suffix in vocab.SETTING_SUFFIXES:  # ``ctc_zero_infinity``: part of a word
             at = source.find(suffix)
             while at >= 0:
@@ -104,6 +105,20 @@ class TriggerLines:
         return _any_within(self.words, first, last) or (
             except_text and _any_within(self.excepts, first, last)
         )
+
+
+# What a comparison with infinity must share its line with for a rule that parses it to
+# match: a select, a masked fill, an assignment through a mask, a conditional expression.
+# (Tests in ``if`` statements are the flow pass's, which reads the whole file.)
+_MASKING = re.compile(r"where\(|masked_fill|\]\s*=(?!=)|\bif\b.*\belse\b")
+
+
+def _masking_inf_comparisons(source: str) -> Iterable[int]:
+    for match in vocab.INF_COMPARISON.finditer(source):
+        start = source.rfind("\n", 0, match.start()) + 1
+        end = source.find("\n", match.end())
+        if _MASKING.search(source, start, len(source) if end < 0 else end):
+            yield match.start()
 
 
 def _any_within(sorted_lines: list[int], first: int, last: int) -> bool:

@@ -294,8 +294,11 @@ def _switches(tree: ast.Module, facts: FileFacts) -> list[Switch]:
     from nozero.lint.facts import reactions
 
     found: dict[tuple, Switch] = {}
-    places = _places(tree)
-    gated = [*reactions(facts), *_cleanings(tree, places, facts)]
+    flowing = reactions(facts)
+    cleaning = any(word in facts.source for word in vocab.SANITIZERS)
+    # one walk of the statements, when a reaction or a cleaning may be gated
+    places = _places(tree) if flowing or cleaning else {}
+    gated = [*flowing, *(_cleanings(tree, places, facts) if cleaning else [])]
     for reaction in gated:
         place = places.get(reaction.first)
         if place is None or not place.tests:
@@ -335,7 +338,7 @@ def _cleanings(tree: ast.Module, places: dict[int, _Place], facts: FileFacts) ->
 
     found: list[_Cleaning] = []
     gated = {line for line, place in places.items() if place.tests}
-    if not gated or not any(word in facts.source for word in vocab.SANITIZERS):
+    if not gated:
         return found  # only a gated cleaning can be a switch's reaction
     statements: dict[int, ast.stmt] = {}
     for node in ast.walk(tree):
