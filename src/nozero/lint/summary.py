@@ -335,6 +335,7 @@ class _Cleaning:
 def _cleanings(tree: ast.Module, places: dict[int, _Place], facts: FileFacts) -> list[_Cleaning]:
     """The gated statements that hand training signal to a sanitizer (NZ101's sites)."""
     from nozero.lint.facts.flow_types import Route
+    from nozero.lint.facts.scopes import cleaned_subjects
 
     found: list[_Cleaning] = []
     gated = {line for line, place in places.items() if place.tests}
@@ -354,17 +355,12 @@ def _cleanings(tree: ast.Module, places: dict[int, _Place], facts: FileFacts) ->
                 isinstance(node, ast.Call)
                 and facts.called(node.func) in vocab.SANITIZERS
                 and not facts.hides_nothing(node)
-                and any(facts.is_signal(s, scope) for s in _sanitized(node))
+                and any(facts.is_signal(s, scope) for s in cleaned_subjects(node))
             ):
                 route = Route(line, f"{facts.called(node.func)}()", None, False)
                 found.append(_Cleaning(line, line, route))
                 break
     return found
-
-
-def _sanitized(call: ast.Call) -> list[ast.expr]:
-    receiver = [call.func.value] if isinstance(call.func, ast.Attribute) else []
-    return [*call.args[:1], *receiver]
 
 
 def _forwarded_keys(tree: ast.Module, switches: list[Switch]) -> list[Switch]:

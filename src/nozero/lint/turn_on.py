@@ -15,6 +15,7 @@ import ast
 from collections.abc import Iterator, Sequence
 
 from nozero.lint.facts.flows import WHAT
+from nozero.lint.facts.scopes import parameter_defaults
 from nozero.lint.imports import dotted_name
 from nozero.lint.project import Route, View
 from nozero.lint.rules.base import Hit
@@ -103,10 +104,7 @@ def _default_sites(
 ) -> Iterator[tuple[ast.AST, tuple[Route, ...]]]:
     """A switch of ``fn`` whose default is true (``def training_loop(...,
     force_finite=True)``): every call that leaves it out turns the reaction on."""
-    args = fn.args
-    positional = [*args.posonlyargs, *args.args]
-    defaults = dict(zip((a.arg for a in positional[::-1]), args.defaults[::-1], strict=False))
-    defaults.update((a.arg, d) for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True) if d)
+    defaults = parameter_defaults(fn)
     for switch, where in routes:
         default = defaults.get(switch.name)
         if switch.kind == "param" and _true(default):

@@ -400,3 +400,24 @@ def steps_an_optimizer(node: ast.AST) -> bool:
 
 # Words of what has a ``step`` that updates no parameter.
 _NOT_OPTIMIZERS = frozenset({"scheduler", "sched", "lr", "ema", "averager", "clipper", "timer"})
+
+
+def cleaned_subjects(node: ast.Call | ast.Assign) -> list[ast.expr]:
+    """What a cleaning statement writes or reads: an assignment's targets
+    (``p.grad[mask] = 0``), a call's receiver and first argument
+    (``p.grad.nan_to_num_()``, ``torch.nan_to_num(p.grad, out=p.grad)``)."""
+    if isinstance(node, ast.Assign):
+        return list(node.targets)
+    receiver = [node.func.value] if isinstance(node.func, ast.Attribute) else []
+    return [*receiver, *node.args[:1]]
+
+
+def parameter_defaults(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, ast.expr | None]:
+    """Each parameter's default (None: none): the last positional parameters take
+    ``defaults``, every keyword-only one its own."""
+    args = fn.args
+    positional = [*args.posonlyargs, *args.args]
+    defaults: dict[str, ast.expr | None] = dict.fromkeys(a.arg for a in positional)
+    defaults.update(zip((a.arg for a in positional[::-1]), args.defaults[::-1], strict=False))
+    defaults.update(zip((a.arg for a in args.kwonlyargs), args.kw_defaults, strict=True))
+    return defaults

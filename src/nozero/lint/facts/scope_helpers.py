@@ -18,6 +18,7 @@ from nozero.lint.facts.scope_ast import (
     _names_in,
     _true_when_nonfinite,
     bound_names,
+    cleaned_subjects,
     parameter_names,
     steps_an_optimizer,
     true_only_where_finite,
@@ -53,11 +54,7 @@ class HelperFacts:
     def cleans_given_gradients(self, name: str) -> bool:
         """Does the helper ``name`` clean, in place, the gradients of what it is given
         (``zero_nan_grads(model)``), rather than a value it hands back?"""
-        if name in self.imported:
-            return self.imported[name].cleans_gradients
-        if not self.sanitized_parameters(name):
-            return False
-        return self._helper_memo.get(("cleans_given_gradients", name), False)
+        return self._helper("cleans_given_gradients", name)
 
     def steps_an_optimizer(self, name: str) -> bool:
         """Does the same-file function ``name`` take an optimizer step (it trains)?"""
@@ -141,6 +138,31 @@ class HelperFacts:
         return found
 
     def _sanitizes_parameter(self, fn: FunctionNode, only: str | None = None) -> bool:
+        calls = self._cleaning_calls(fn)
+        if not calls:
+            return False
+        own = self.scope(fn.lineno)
+        if self._cleans(calls, own):
+            # it cleans signal of its own: that statement is a finding, and so is a call
+            # that hands it what it cleans (``finite_check(model.parameters())`` for a
+            # helper zeroing ``p.grad`` for each ``p`` it is given)
+            given = [only] if only is not None else sorted(parameter_names(fn))
+            return any(self._cleans_from(fn, calls, own, name) for name in given)
+        return self._cleans(calls, self._parameter_scope(fn, only))
+
+    def _cleans_given_gradients(self, fn: FunctionNode) -> bool:
+        calls = self._cleaning_calls(fn)
+        own = self.scope(fn.lineno) if calls else None
+        return (
+            own is not None
+            and self._cleans(calls, own)
+            and any(self._cleans_from(fn, calls, own, name) for name in sorted(parameter_names(fn)))
+        )
+
+    def _cleaning_calls(self, fn: FunctionNode) -> list[tuple[ast.Call | ast.Assign, str]]:
+        """The statements of ``fn`` that may clean a value: sanitizer and masked-fill
+        calls, selects, tree maps of a sanitizer, other cleaning helpers, assignments of
+        a constant through an index."""
         calls = [
             (node, self.called(node.func)) for node in self.nodes(fn) if isinstance(node, ast.Call)
         ]
@@ -170,19 +192,7 @@ class HelperFacts:
             and any(isinstance(t, ast.Subscript) for t in node.targets)
             and self.is_finite_constant(node.value)
         ]
-        if not calls:
-            return False
-        own = self.scope(fn.lineno)
-        if self._cleans(calls, own):
-            # it cleans signal of its own: that statement is a finding, and so is a call
-            # that hands it what it cleans (``finite_check(model.parameters())`` for a
-            # helper zeroing ``p.grad`` for each ``p`` it is given)
-            given = [only] if only is not None else sorted(parameter_names(fn))
-            if any(self._cleans_from(fn, calls, own, name) for name in given):
-                self._helper_memo[("cleans_given_gradients", fn.name)] = True
-                return True
-            return False
-        return self._cleans(calls, self._parameter_scope(fn, only))
+        return calls
 
     def _cleans_from(
         self,
@@ -207,7 +217,7 @@ class HelperFacts:
         # is cleaned through it is not what the caller handed over
         derived -= {n for names, value in bindings if not _hands_on(value, derived) for n in names}
         return any(
-            any(_gradient_of(subject, derived) for subject in _cleaned_subjects(node))
+            any(_gradient_of(subject, derived) for subject in cleaned_subjects(node))
             and self._cleans([(node, name)], own)
             for node, name in calls
         )
@@ -420,16 +430,6 @@ def _hands_on(value: ast.expr, given: set[str]) -> bool:
         if getattr(func, "id", None) in _PASSING_ON or getattr(func, "attr", None) in _PASSING_ON:
             return any(_hands_on(argument, given) for argument in value.args)
     return False
-
-
-def _cleaned_subjects(node: ast.Call | ast.Assign) -> list[ast.expr]:
-    """What a cleaning statement writes or reads: an assignment's targets
-    (``p.grad[mask] = 0``), a call's receiver and first argument
-    (``p.grad.nan_to_num_()``, ``torch.nan_to_num(p.grad, out=p.grad)``)."""
-    if isinstance(node, ast.Assign):
-        return list(node.targets)
-    receiver = [node.func.value] if isinstance(node.func, ast.Attribute) else []
-    return [*receiver, *node.args[:1]]
 
 
 def _gradient_of(subject: ast.expr, given: set[str]) -> bool:

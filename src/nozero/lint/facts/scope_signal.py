@@ -20,6 +20,7 @@ from nozero.lint.facts.scope_ast import (
     _names_in,
     _parameters_given,
     _values_in,
+    parameter_defaults,
     parameter_names,
 )
 from nozero.lint.imports import dotted_name, last_part
@@ -105,10 +106,7 @@ class SignalFacts:
             return set()
         args = root.args
         positional = [*args.posonlyargs, *args.args]
-        defaults: dict[str, ast.expr | None] = dict.fromkeys(a.arg for a in positional)
-        # the last positional parameters take the defaults; every keyword-only one has one
-        defaults.update(zip((a.arg for a in positional[::-1]), args.defaults[::-1], strict=False))
-        defaults.update(zip((a.arg for a in args.kwonlyargs), args.kw_defaults, strict=True))
+        defaults = parameter_defaults(root)
         rebound = set().union(*(names for names, _ in bindings))
         found = set()
         for arg in [*positional, *args.kwonlyargs]:
