@@ -529,7 +529,7 @@ HAND_WRITTEN = [
             return float(np.mean(losses_np))
         """,
     ),
-    case(
+    *opt_in_or_not(
         "a loss function that only warns on a NaN loss and hands it on to be backpropagated",
         """\
         import torch
@@ -541,7 +541,7 @@ HAND_WRITTEN = [
                     print("Warning: NaN or inf detected in actor loss")
                 return actor_loss, critic_loss
         """,
-        (6, "NZ202"),
+        every_rule=[(6, "NZ203")],
     ),
     case(
         "a helper not named for a loss that warns and hands the value back: its caller decides",
@@ -1826,7 +1826,7 @@ HAND_WRITTEN = [
         """,
         (8, "NZ103"),
     ),
-    case(
+    *opt_in_or_not(
         "an if/elif chain over two overflow flags: one finding, on the branch that only logs",
         """\
         def train_rlhf(self, loss):
@@ -1842,7 +1842,7 @@ HAND_WRITTEN = [
             self.actor.step()
             self.critic.step()
         """,
-        (9, "NZ202"),
+        every_rule=[(9, "NZ203")],
     ),
     case(
         "a gradient clipper's step leaves an infinite norm unclipped",
@@ -2033,7 +2033,7 @@ HAND_WRITTEN = [
         """,
         (9, "NZ202"),
     ),
-    case(
+    *opt_in_or_not(
         "a check that only warns, called after the step in the batch loop",
         """\
         import torch
@@ -2048,7 +2048,7 @@ HAND_WRITTEN = [
                 if torch.isnan(loss):
                     logger.warning("loss is nan")
         """,
-        (10, "NZ202"),
+        every_rule=[(10, "NZ203")],
     ),
     case(
         "a check that raises, and a warning used only in evaluation or after training",
@@ -3975,7 +3975,7 @@ HAND_WRITTEN = [
                 if itr % log_freq == 0 or np.isnan(loss) or np.isinf(loss):
                     print(itr, loss)
         """,
-        (5, "NZ202"),
+        (5, "NZ203"),
         every_rule=True,
     ),
 ]
@@ -3994,7 +3994,8 @@ REACTIONS = {
     "continue": ("continue", "NZ201"),
     "zero_grad": ("optimizer.zero_grad()", "NZ201"),
     "pass": ("pass", "NZ201"),
-    "log only": ("logger.warning('non-finite loss')", "NZ202"),
+    "log only": ("logger.warning('non-finite loss')", "NZ203"),
+    "count only": ("bad_steps += 1", "NZ202"),
     "replace": ("loss = torch.zeros_like(loss)", "NZ201"),
 }
 SAFE = {
@@ -4031,11 +4032,16 @@ GENERATED = (
         Case(
             f"{test_name} then {reaction_name}",
             _loop(test, body),
-            ((7 if code == "NZ202" else 8, code),),
+            ((7 if code in ("NZ202", "NZ203") else 8, code),),
+            every_rule=code == "NZ203",  # opt-in: a check that only logs
         )
         for (test_name, test), (reaction_name, (body, code)) in itertools.product(
             TESTS.items(), REACTIONS.items()
         )
+    ]
+    + [
+        Case(f"{test_name} then log only, default rules", _loop(test, REACTIONS["log only"][0]))
+        for test_name, test in TESTS.items()
     ]
     + [
         Case(f"{test_name} then break out of one epoch", _epochs(test, "break"), ((9, "NZ201"),))

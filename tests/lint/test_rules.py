@@ -90,7 +90,7 @@ def test_informational_rule_is_off_by_default():
     assert "NZ501" not in {f.code for f in check_source(source)}
     assert {f.code for f in check_source(source, select={"NZ501"})} == {"NZ501"}
     off = [rule.code for rule in ALL_RULES if not rule.default_enabled]
-    assert off == ["NZ406", "NZ407", "NZ408", "NZ501"]
+    assert off == ["NZ203", "NZ406", "NZ407", "NZ408", "NZ501"]
 
 
 def test_rule_pages_are_current():

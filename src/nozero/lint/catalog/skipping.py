@@ -84,17 +84,62 @@ optimizer.step()
         doc="""\
 ## What it flags
 A finiteness test of the loss or gradients whose branch neither raises nor skips. It
-sits in code that trains (a loop over batches, an optimizer step). It only logs or
-counts, so the loop goes on with the next batch. Passing the flag to a log call records
-nothing.
+does more than report: it counts the bad steps, appends them to a list, or restores a
+value that training then ignores. It sits in code that trains (a loop over
+batches, an optimizer step), so the loop goes on with the next batch.
+
+A count that raises only once a patience runs out is the common case: the first
+non-finite steps are trained through. A branch that only logs or prints is NZ203's, off
+by default.
+
+## Why it is harmful
+The run continues past the bad step. When the patience finally runs out, the first
+non-finite step, the one that matters, is many updates back.
+
+## Example
+```python
+for step, batch in enumerate(loader):
+    loss = train_step(batch)
+    if not math.isfinite(loss):
+        bad_steps += 1
+        if bad_steps > patience:
+            raise FloatingPointError("loss is not finite")
+```
+
+## Use instead
+Raise the documented error (`nozero.check_finite`) at the first non-finite step.
+```python
+from nozero import check_finite
+
+for step, batch in enumerate(loader):
+    loss, grad_norm = train_step(batch)
+    check_finite(step, loss, grad_norm)
+```
+""",
+    ),
+    RuleEntry(
+        code="NZ203",
+        name="non-finite-check-only-logs",
+        message="a non-finite loss/gradient check only logs; training goes on",
+        default=False,
+        doc="""\
+## What it flags
+A finiteness test of the loss or gradients in code that trains, whose branch only
+reports: it logs, prints or warns, and the loop goes on with the next batch. Off by
+default; enable it with `select = ["NZ203"]` (or `--select NZ203`).
 
 The same holds for a check moved into a helper (`self.check_loss(loss)`) whose answer
-the training code drops before it steps. A warning lets the first non-finite steps
-through. So does a count that raises only once a patience runs out.
+the training code drops before it steps.
 
 ## Why it is harmful
 A warning in a log is not investigation: the run continues past the bad step, and the
 first non-finite step, the one that matters, scrolls away.
+
+## Why it is off by default
+Nothing is zeroed, skipped or hidden: the message is there to read. Teams use such
+checks as diagnostics beside a run they watch, and readers of real training code (the
+project's labelled samples) judge nearly all of them so. A team that wants every
+non-finite value to stop the run turns this rule on.
 
 ## Example
 ```python

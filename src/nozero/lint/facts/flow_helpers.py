@@ -17,6 +17,7 @@ from nozero.lint.facts.flow_types import _BLOCKS, _DEFS, Flag, Route
 from nozero.lint.facts.scopes import FileFacts, source_segment
 from nozero.lint.imports import dotted_name, last_part
 from nozero.lint.tables.propagation import JOINS
+from nozero.lint.tables.reactions import REPORTING_CALLS
 
 # ---- small syntactic helpers --------------------------------------------------------
 _TRAINING_WORDS = frozenset({"train", "step", "backward", "update", "updates", "optimizer"})
@@ -403,6 +404,27 @@ def _names(node: ast.AST) -> set[str]:
             if dotted:
                 found.add(dotted.removeprefix("self."))
     return found
+
+
+def _only_reports(branch: list[ast.stmt]) -> bool:
+    """Does ``branch`` do nothing but report (log, print, warn, a message built for it)?
+    ``if isnan(loss): logger.error("nan loss")``: a diagnostic, not a reaction."""
+    for stmt in branch:
+        if isinstance(stmt, ast.Pass | ast.Continue):
+            continue
+        if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant):
+            continue  # a comment written as a string
+        if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
+            func = stmt.value.func
+            word = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
+            if word in REPORTING_CALLS:
+                continue  # ``logging.getLogger(__name__).warning(...)`` too
+        if isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.JoinedStr | ast.Constant):
+            continue  # ``msg = f"nan at {step}"``, then logged
+        if isinstance(stmt, ast.If) and _only_reports(stmt.body) and _only_reports(stmt.orelse):
+            continue
+        return False
+    return bool(branch)
 
 
 def _sets_a_flag(branch: list[ast.stmt], before: ast.stmt) -> bool:

@@ -21,6 +21,7 @@ from nozero.lint.facts.flow_helpers import (
     _marks_a_skip,
     _names,
     _none,
+    _only_reports,
     _reports_status,
     _sets_a_flag,
     _strong,
@@ -75,6 +76,8 @@ class ReactionsPart:
                 or self._returns_for_training(unit, tested)
             ):
                 return False
+            if _only_reports(branch):
+                kind = "log_only"  # a diagnostic: its own opt-in rule (NZ203)
         return self._add(unit, kind, node, route)
 
     def _raise_follows(self, unit: _Unit, stmt: ast.AST) -> bool:

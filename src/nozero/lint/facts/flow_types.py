@@ -26,6 +26,7 @@ WHAT = {
     "late_skip": "the update was already applied; the rest of the iteration is skipped here",
     "not_taken": "the optimizer step is only taken when the values are finite",
     "go_on": "nothing stops training here",
+    "log_only": "the check only reports; training goes on past the value",
     "replace": "the value is replaced here",
     "drop": "the non-finite samples are dropped here",
     "drop_term": "a non-finite term is left out of the sum here",

@@ -198,6 +198,73 @@ class ContinuesPastNonFinite(FlowRule):
                     notes.append('the loss was not finite')
                 return notes
             """),
+        Example("""\
+            import math
+            for batch in loader:
+                loss = train_step(batch)
+                if math.isnan(loss):
+                    log.warning('nan loss')
+            """),
+    ]
+    INVALID = [
+        Example(
+            """\
+            import math
+            while True:
+                loss = step()
+                if not math.isfinite(loss):
+                    bad_steps += 1
+                    if bad_steps > patience:
+                        raise FloatingPointError('loss is not finite')
+            """,
+            line=4,
+        ),
+        Example(
+            """\
+            import torch
+            class Brain:
+                def check_gradients(self, loss):
+                    if not torch.isfinite(loss):
+                        self.nonfinite_count += 1
+                        if self.nonfinite_count > self.patience:
+                            raise ValueError("patience exhausted")
+                        logger.warning("patience not yet exhausted")
+                def fit_batch(self, batch):
+                    loss = self.compute_loss(batch)
+                    loss.backward()
+                    self.check_gradients(loss)
+                    self.optimizer.step()
+            """,
+            line=4,
+        ),
+    ]
+
+
+class NonFiniteCheckOnlyLogs(FlowRule):
+    code = "NZ203"
+    kinds = frozenset({"log_only"})
+    VALID = [
+        Example("""\
+            import math
+            if not math.isfinite(loss):
+                logger.error('nan')
+                raise SystemExit(1)
+            """),
+        Example("""\
+            import math
+            for batch in loader:
+                loss = train_step(batch)
+                if math.isnan(loss):
+                    bad_steps += 1
+            """),
+        Example("""\
+            import math
+            def describe(loss):
+                notes = []
+                if not math.isfinite(loss):
+                    notes.append('the loss was not finite')
+                return notes
+            """),
     ]
     INVALID = [
         Example(
@@ -557,6 +624,7 @@ class KeepOldOnNonFinite(FlowRule):
 RULES: list[type[Rule]] = [
     SkipStepOnNonFinite,
     ContinuesPastNonFinite,
+    NonFiniteCheckOnlyLogs,
     ValueReplacedOnNonFinite,
     NonFiniteSamplesDropped,
     DynamicLossScaleSkip,

@@ -169,8 +169,9 @@ UPDATE_CALLS = frozenset(
         "minimize",  # optimizer.minimize(loss, var_list)
     }
 )
-# Calls that only observe: logging or printing a flag records nothing.
-OBSERVING_CALLS = frozenset(
+# Calls that only report: a branch of nothing else logs the non-finite value and lets it
+# through. Labelled a diagnostic in every sample read so far, so its own opt-in rule.
+REPORTING_CALLS = frozenset(
     {
         "debug",  # logger.debug("nan loss")
         "info",  # logger.info(...)
@@ -181,7 +182,6 @@ OBSERVING_CALLS = frozenset(
         "critical",  # logger.critical(...)
         "log",  # self.log("nan", is_nan)
         "print",  # print("nan detected")
-        "format",  # "{}".format(flag)
         "log_scalar",  # logger.log_scalar("overflow", overflow)
         "log_metrics",  # logger.log_metrics({"nan": has_nan})
         "log_dict",  # self.log_dict({"found_inf": found_inf})
@@ -192,6 +192,12 @@ OBSERVING_CALLS = frozenset(
         "rank_zero_info",  # Lightning: rank_zero_info(...)
         "print_rank_0",  # Megatron: print_rank_0("skipped")
         "log_dist",  # DeepSpeed: log_dist("overflow", ranks=[0])
+    }
+)
+# Calls that only observe: logging or printing a flag records nothing.
+OBSERVING_CALLS = REPORTING_CALLS | frozenset(
+    {
+        "format",  # "{}".format(flag)
         "str",  # str(overflow)
         "repr",  # repr(flag)
         "append",  # nan_steps.append(step)
