@@ -23,6 +23,7 @@ from nozero.lint.imports import child_statements
 
 if TYPE_CHECKING:
     from nozero.lint.facts import FileFacts
+    from nozero.lint.facts.scopes import Scope
 
 FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef
 
@@ -335,7 +336,6 @@ class _Cleaning:
 def _cleanings(tree: ast.Module, places: dict[int, _Place], facts: FileFacts) -> list[_Cleaning]:
     """The gated statements that hand training signal to a sanitizer (NZ101's sites)."""
     from nozero.lint.facts.flow_types import Route
-    from nozero.lint.facts.scopes import cleaned_subjects
 
     found: list[_Cleaning] = []
     gated = {line for line, place in places.items() if place.tests}
@@ -351,16 +351,28 @@ def _cleanings(tree: ast.Module, places: dict[int, _Place], facts: FileFacts) ->
             continue
         scope = facts.scope(place.function.lineno if place.function else 0)
         for node in ast.walk(statement):
-            if (
-                isinstance(node, ast.Call)
-                and facts.called(node.func) in vocab.SANITIZERS
-                and not facts.hides_nothing(node)
-                and any(facts.is_signal(s, scope) for s in cleaned_subjects(node))
-            ):
-                route = Route(line, f"{facts.called(node.func)}()", None, False)
-                found.append(_Cleaning(line, line, route))
+            cleaner = isinstance(node, ast.Call) and _cleaner_of_signal(node, facts, scope)
+            if cleaner:
+                found.append(_Cleaning(line, line, Route(line, f"{cleaner}()", None, False)))
                 break
     return found
+
+
+def _cleaner_of_signal(call: ast.Call, facts: FileFacts, scope: Scope) -> str | None:
+    """The sanitizer ``call`` hands training signal to: called directly (``nan_to_num``),
+    or a same-file helper that cleans the parameter it is handed (``_nan_to_num(loss,
+    value)``); None when it cleans none."""
+    from nozero.lint.facts.scopes import cleaned_subjects
+
+    called = facts.called(call.func)
+    if called in vocab.SANITIZERS:
+        subjects = cleaned_subjects(call)
+        cleans = not facts.hides_nothing(call) and any(facts.is_signal(s, scope) for s in subjects)
+        return called if cleans else None
+    helper = facts.helper_name(call.func)
+    if helper and facts.is_sanitizer_helper(helper) and facts.hands_to_sanitizer(call, scope):
+        return helper
+    return None
 
 
 def _forwarded_keys(tree: ast.Module, switches: list[Switch]) -> list[Switch]:

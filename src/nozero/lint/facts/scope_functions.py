@@ -7,7 +7,7 @@ the file state that ``FileFacts.__init__`` sets and may ask the other parts thro
 from __future__ import annotations
 
 import ast
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import cached_property
 
 from nozero.lint import vocab
@@ -90,6 +90,20 @@ class FunctionFacts:
 
     def functions_named(self, name: str) -> list[FunctionNode]:
         return self._functions_by_name.get(name, [])
+
+    def functions_meant(self, name: str, within: Sequence[int] = ()) -> list[FunctionNode]:
+        """The definitions ``name`` may mean where it is read inside the functions whose
+        def lines are ``within`` (outermost first). A function nested in one of them
+        shadows the file's others of that name: two helpers, each with its own ``_fix``."""
+        defs = self._functions_by_name.get(name, [])
+        if len(defs) < 2 or not within:
+            return defs
+        enclosing = {fn.lineno: self._functions[fn.lineno][1] for fn in defs}
+        for key in reversed(within):
+            local = [fn for fn in defs if (e := enclosing[fn.lineno]) and e.lineno == key]
+            if local:
+                return local
+        return [fn for fn in defs if enclosing[fn.lineno] is None] or defs
 
     def helper_name(self, func: ast.expr) -> str | None:
         """The same-file function a call goes to (``helper(...)``, ``self.helper(...)``)."""

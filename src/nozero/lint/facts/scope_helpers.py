@@ -6,6 +6,7 @@ queries rules make on a libcst node's code. A mixin of ``FileFacts``
 from __future__ import annotations
 
 import ast
+from collections.abc import Sequence
 
 from nozero.lint import vocab
 from nozero.lint.facts.scope_ast import (
@@ -23,6 +24,7 @@ from nozero.lint.facts.scope_ast import (
     steps_an_optimizer,
     true_only_where_finite,
 )
+from nozero.lint.tables.propagation import VALUE_COPIES
 from nozero.lint.tables.reactions import SANITIZED_KEYWORDS
 
 
@@ -30,14 +32,15 @@ class HelperFacts:
     """Same-file helpers and constants, the mixin part of ``FileFacts``."""
 
     # ---- same-file helpers ----------------------------------------------------------
-    def _helper(self, kind: str, name: str) -> bool:
-        key = (kind, name)
+    def _helper(self, kind: str, name: str, within: Sequence[int] = ()) -> bool:
+        defs = self.functions_meant(name, within)
+        key = (kind, name, *(fn.lineno for fn in defs))
         if key not in self._helper_memo:
             if name in self.imported:
                 return self.imported[name].kinds[kind]
             self._helper_memo[key] = False  # recursion guard
             check = getattr(self, f"_{kind}")
-            self._helper_memo[key] = any(check(fn) for fn in self._functions_by_name[name])
+            self._helper_memo[key] = any(check(fn) for fn in defs)
         return self._helper_memo[key]
 
     def _helper_returns_signal(self, name: str) -> bool:
@@ -46,10 +49,11 @@ class HelperFacts:
     def is_predicate_helper(self, name: str) -> bool:
         return self._helper("tests_parameter", name)
 
-    def is_sanitizer_helper(self, name: str) -> bool:
+    def is_sanitizer_helper(self, name: str, within: Sequence[int] = ()) -> bool:
         """A same-file function that replaces non-finite values of its argument (a helper
-        named for plots or metrics is left alone, like the values it cleans)."""
-        return not vocab.is_metric_name(name) and self._helper("sanitizes_parameter", name)
+        named for plots or metrics is left alone, like the values it cleans). ``within``:
+        the def lines around the reference, which a nested helper's name depends on."""
+        return not vocab.is_metric_name(name) and self._helper("sanitizes_parameter", name, within)
 
     def cleans_given_gradients(self, name: str) -> bool:
         """Does the helper ``name`` clean, in place, the gradients of what it is given
@@ -81,12 +85,26 @@ class HelperFacts:
         signal, and so the tests of them it binds (``mask = isnan(terms)``) flags."""
         own = self.scope(fn.lineno)
         assumed = parameter_names(fn) if only is None else {only}
-        scope = Scope(own.signal | assumed, own.grad_functions, set(own.flags))
+        # ``arr = jnp.asarray(leaf)``: a local copy is the parameter too
+        signal = self._copied_names(fn, own.signal | assumed)
+        scope = Scope(signal, own.grad_functions, set(own.flags))
         for names, value in self.bindings(fn):
             if not names <= scope.flags and _true_when_nonfinite(value):
                 if self.is_nonfinite_test(value, scope, self.source):
                     scope.flags |= names
         return scope
+
+    def _copies(self, value: ast.expr, names: set[str]) -> bool:
+        """Is ``value`` one of ``names`` as it is, or converted, cast or moved
+        (``jnp.asarray(leaf)``, ``grad.float()``)?"""
+        if isinstance(value, ast.Name):
+            return value.id in names
+        if not isinstance(value, ast.Call) or self.called(value.func) not in VALUE_COPIES:
+            return False
+        subjects = [*value.args[:1]]
+        if isinstance(value.func, ast.Attribute):
+            subjects.append(value.func.value)
+        return any(isinstance(s, ast.Name) and s.id in names for s in subjects)
 
     def _tests_parameter(self, fn: FunctionNode) -> bool:
         candidates = self.flag_candidates(fn)
@@ -150,6 +168,18 @@ class HelperFacts:
             return any(self._cleans_from(fn, calls, own, name) for name in given)
         return self._cleans(calls, self._parameter_scope(fn, only))
 
+    def _copied_names(self, fn: FunctionNode, names: set[str]) -> set[str]:
+        """``names`` and the locals of ``fn`` that copy them (``arr = jnp.asarray(leaf)``)."""
+        found = set(names)
+        changed = True
+        while changed:
+            changed = False
+            for bound, value in self.bindings(fn):
+                if not bound <= found and self._copies(value, found):
+                    found |= bound
+                    changed = True
+        return found
+
     def _cleans_given_gradients(self, fn: FunctionNode) -> bool:
         calls = self._cleaning_calls(fn)
         own = self.scope(fn.lineno) if calls else None
@@ -170,7 +200,9 @@ class HelperFacts:
         calls += [
             (c, "mapped")
             for c, n in calls
-            if n in vocab.MAPPERS and len(c.args) >= 2 and self._sanitizer_reference(c.args[0])
+            if n in vocab.MAPPERS
+            and len(c.args) >= 2
+            and self._sanitizer_reference(c.args[0], (fn.lineno,))
         ]
         # another same-file sanitizer it hands its values to (``_jit_nan_to_num(vals)``)
         calls += [
@@ -233,7 +265,7 @@ class HelperFacts:
                 continue
             if name == "mapped" and any(self.is_signal(v, scope) for v in node.args[1:]):
                 return True
-            if name == "helper" and self._hands_to_sanitizer(node, scope):
+            if name == "helper" and self.hands_to_sanitizer(node, scope):
                 return True
             if name in vocab.SANITIZERS and self.hides_nothing(node):
                 continue

@@ -382,6 +382,8 @@ class SignalFacts:
             named = set(filter(vocab.is_prediction_name, parameters)) | given
             if named or not _called_a_loss(function):
                 return named
+            if any(self._calls_model(value) for _, value in self.bindings(function)):
+                return named  # it runs the model itself: what it is given is the data
             # a loss is computed from the model's output: where no parameter is named for
             # it (``def kl_exploration_loss(self, action_distribution, valids)``), those
             # that name no label, mask, weight, size or setting hold it. Only a function

@@ -6,7 +6,7 @@ record the failure for a later raise). A mixin of ``FileFacts``
 from __future__ import annotations
 
 import ast
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 from nozero.lint import vocab
 from nozero.lint.facts.scope_ast import (
@@ -194,15 +194,26 @@ class ExpressionFacts:
             return call.keywords[0].value
         return call.func.value if isinstance(call.func, ast.Attribute) else None
 
-    def _sanitizer_reference(self, node: ast.expr) -> bool:
-        """``np.nan_to_num`` used as a value, or bound with ``partial``."""
+    def _sanitizer_reference(self, node: ast.expr, within: Sequence[int] = ()) -> bool:
+        """``np.nan_to_num`` used as a value, bound with ``partial``, called on the
+        parameter of a lambda (``lambda v: jnp.nan_to_num(v, nan=fill)``), or a same-file
+        function that cleans what it is given (``tree_map(_sanitize, grads)``; ``within``:
+        the def lines around the reference)."""
         if isinstance(node, ast.Call) and self.called(node.func) == "partial" and node.args:
             node = node.args[0]
+        if isinstance(node, ast.Name) and node.id in self._functions_by_name:
+            return self.is_sanitizer_helper(node.id, within)
+        if isinstance(node, ast.Lambda) and isinstance(node.body, ast.Call):
+            given = {a.arg for a in node.args.args}
+            body = node.body
+            return self.called(body.func) in vocab.SANITIZERS and any(
+                isinstance(a, ast.Name) and a.id in given for a in body.args[:1]
+            )
         return isinstance(node, ast.Name | ast.Attribute) and (
             last_part(self.qualified(node)) in vocab.SANITIZERS
         )
 
-    def _hands_to_sanitizer(self, call: ast.Call, scope: Scope) -> bool:
+    def hands_to_sanitizer(self, call: ast.Call, scope: Scope) -> bool:
         """Does ``call`` hand training signal of ``scope`` to a parameter that the
         same-file sanitizer it calls cleans?"""
         helper = self.helper_name(call.func)

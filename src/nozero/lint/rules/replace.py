@@ -154,7 +154,7 @@ def _is_sanitizer_value(node: cst.BaseExpression, ctx: Context) -> bool:
         return (
             isinstance(node, cst.Name)
             and ctx.facts.defines_function(name)
-            and (ctx.facts.is_sanitizer_helper(name))
+            and ctx.facts.is_sanitizer_helper(name, ctx.scopes)
         )
     if isinstance(node, cst.Call) and ctx.called(node) == "partial" and node.args:
         return _is_sanitizer_value(node.args[0].value, ctx)

@@ -98,6 +98,26 @@ MAPPERS = frozenset(
         "tree_map_with_path",  # jax.tree_util.tree_map_with_path(f, params)
     }
 )
+# Calls that hand on the same values in another type, dtype or place: a helper's local
+# ``arr = jnp.asarray(leaf)`` is still the parameter it cleans.
+VALUE_COPIES = frozenset(
+    {
+        "asarray",  # arr = jnp.asarray(leaf)
+        "array",  # x = np.array(values)
+        "astype",  # g = grad.astype(jnp.float32)
+        "float",  # g = grad.float()
+        "double",  # g = grad.double()
+        "to",  # g = grad.to(device)
+        "cpu",  # g = grad.cpu()
+        "contiguous",  # g = grad.contiguous()
+        "clone",  # g = grad.clone()
+        "detach",  # g = grad.detach()
+        "copy",  # g = np.copy(grad)
+        "convert_to_tensor",  # g = tf.convert_to_tensor(grad)
+        "cast",  # g = tf.cast(grad, tf.float32)
+        "device_put",  # g = jax.device_put(grad)
+    }
+)
 # Calls that join a running total with one more part (``torch.cat((losses, loss))``).
 JOINS = frozenset(
     {
