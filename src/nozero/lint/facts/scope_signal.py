@@ -216,6 +216,8 @@ class SignalFacts:
             elif isinstance(node, ast.Return) and node.value is not None and feeds_a_loss:
                 sources.append(node.value)
         fed = set().union(*(_names_in(source) for source in sources))
+        if not fed:
+            return fed  # no loss computed here: nothing to follow back
         # and what those are computed from (``ratio`` from ``mu``, a list from what is
         # appended to it), but through no call a gradient does not flow back through
         made_from = [
