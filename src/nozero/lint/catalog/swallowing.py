@@ -31,6 +31,13 @@ handler goes on to the next batch. In a step function, a broad `except` (`Except
 `RuntimeError`) may hand back a made-up result (`return 0.0`, `return None`): training
 goes on as if the step had run.
 
+In a training loop, it also flags a bare `except`, `except Exception` or `except
+RuntimeError` around a step (`backward()`, `optimizer.step()`) whose handler raises on no
+path and goes on to the next batch. The non-finite checks of torch and nozero raise
+`RuntimeError`, so such a handler swallows them with every other error. A handler that
+raises what it does not recognise (`if "out of memory" in str(err): ... else: raise`) is
+left alone.
+
 ## Why it is harmful
 `np.errstate(all="raise")`, `torch.autograd.detect_anomaly()` or `nozero.check_finite`
 turned the NaN into an exception precisely so that training stops; catching it and

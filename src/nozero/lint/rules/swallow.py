@@ -221,6 +221,37 @@ def _returns_a_constant(handler: cst.ExceptHandler) -> bool:
     return False
 
 
+def _catches_any_error(handler: cst.ExceptHandler, names: set[str]) -> bool:
+    """A bare ``except:`` or one naming ``RuntimeError``/``Exception``: it catches what a
+    finiteness check raises (``nozero``'s guard, ``detect_anomaly``,
+    ``clip_grad_norm_(error_if_nonfinite=True)``) along with everything else."""
+    return handler.type is None or bool(names & vocab.BROAD_EXCEPTIONS)
+
+
+def _takes_a_step(ctx: Context) -> bool:
+    """Does the ``try`` around the handler take an optimizer step or run ``backward()``?"""
+    parent = ctx.ancestors[-1] if ctx.ancestors else None
+    return isinstance(parent, cst.Try) and any(
+        isinstance(n, cst.Call) and ctx.called(n) in vocab.UPDATE_CALLS for n in walk(parent.body)
+    )
+
+
+def _goes_on_from_any_error(handler: cst.ExceptHandler, ctx: Context) -> bool:
+    """Does the handler raise on no path, and not leave the loop: every error it catches,
+    whatever its message, ends in the next batch? A handler that raises on some path
+    (``if "out of memory" in str(err): ... else: raise``) sorts the errors it knows from
+    the others, and is left alone."""
+    if raises(handler.body, ctx):
+        return False
+    top = [
+        s
+        for line in handler.body.body
+        if isinstance(line, cst.SimpleStatementLine)
+        for s in line.body
+    ]
+    return not any(isinstance(s, cst.Break | cst.Return) for s in top)
+
+
 def _always_raises(body: cst.BaseSuite, ctx: Context) -> bool:
     """Does a statement of the handler's own body (not one under a condition, such as a
     count of failures) raise?"""
@@ -234,6 +265,44 @@ def _always_raises(body: cst.BaseSuite, ctx: Context) -> bool:
 class SwallowedFloatingPointError(Rule):
     code = "NZ301"
     VALID = [
+        Example("""\
+            import torch
+            for batch in loader:
+                try:
+                    loss = model(batch)
+                    if torch.isnan(loss):
+                        raise FloatingPointError("nan loss")
+                    loss.backward()
+                    optimizer.step()
+                except RuntimeError as err:
+                    if "out of memory" in str(err):
+                        torch.cuda.empty_cache()
+                        continue
+                    raise
+            """),
+        Example("""\
+            for batch in loader:
+                try:
+                    loss = model(batch)
+                    loss.backward()
+                except RuntimeError as err:
+                    known = any(m in str(err) for m in KNOWN_ERRORS)
+                    if not known:
+                        raise
+                    optimizer.zero_grad()
+                    continue
+            """),
+        Example("""\
+            import torch
+            for path in paths:
+                try:
+                    batch = torch.load(path)
+                except Exception as err:
+                    print("unreadable", path, err)
+                    continue
+                if torch.isnan(batch).any():
+                    raise ValueError(path)
+            """),
         Example("""\
             try:
                 loss = step(batch)
@@ -282,6 +351,26 @@ class SwallowedFloatingPointError(Rule):
             """),
     ]
     INVALID = [
+        Example(
+            """\
+            import torch
+            for batch in loader:
+                try:
+                    loss = model(batch)
+                    if torch.isnan(loss):
+                        continue
+                    loss.backward()
+                    optimizer.step()
+                except RuntimeError as err:
+                    if "out of memory" in str(err):
+                        torch.cuda.empty_cache()
+                        continue
+                    else:
+                        print(err)
+                        continue
+            """,
+            line=9,
+        ),
         Example(
             """\
             for batch in loader:
@@ -367,6 +456,15 @@ class SwallowedFloatingPointError(Rule):
             goes_on = ctx.in_loop() or (_try_body_is_training(ctx) and _returns_a_constant(node))
             if own and goes_on and not _always_raises(node.body, ctx):
                 ctx.report(node, self, own)
+            elif (
+                ctx.in_loop()
+                and _catches_any_error(node, names)
+                and _takes_a_step(ctx)
+                and _goes_on_from_any_error(node, ctx)
+            ):
+                ctx.report(
+                    node, self, "any error of the training step is caught, and the loop goes on"
+                )
             return
         if raises(node, ctx) or _ends_run(node, ctx):
             return
