@@ -9,7 +9,9 @@
 - a loss function that runs the model itself is given data, not predictions: replacing
   NaN targets by a dummy value that a mask then drops is no finding;
 - a switch true by default (a number) that gates a same-file cleaning helper is turned
-  on by its default, as one gating ``nan_to_num`` itself is.
+  on by its default, as one gating ``nan_to_num`` itself is;
+- a helper serving several frameworks that cleans only in its NumPy branch cleans no
+  training signal: a NumPy array carries no gradient.
 """
 
 from __future__ import annotations
@@ -202,3 +204,34 @@ def test_a_numeric_default_turns_on_a_switched_cleaning_helper(
     if default != "None":
         assert "clip_nan_loss_to_value turned on here" in result.out
         assert "replaced at train.py:13" in result.out
+
+
+MULTI_BACKEND_HELPER = """\
+import numpy as np
+import torch
+
+
+def soft_weight(tensor):
+    if isinstance(tensor, torch.Tensor):
+        return torch.exp(-tensor)
+    elif isinstance(tensor, np.ndarray):
+        return np.nan_to_num(np.exp(-tensor), nan=-1.0)
+    raise TypeError(type(tensor))
+
+
+class WeightedLoss(torch.nn.Module):
+    def forward(self, logits, target):
+        base_loss = torch.nn.functional.cross_entropy(logits, target, reduction="none")
+        return (base_loss * soft_weight(base_loss)).mean()
+"""
+
+
+def test_a_cleaning_only_for_numpy_arrays_cleans_no_training_signal() -> None:
+    assert findings(MULTI_BACKEND_HELPER) == []
+
+
+def test_the_same_cleaning_for_torch_tensors_is_found_at_the_call() -> None:
+    source = MULTI_BACKEND_HELPER.replace(
+        "return torch.exp(-tensor)", "return torch.nan_to_num(torch.exp(-tensor))"
+    )
+    assert findings(source) == [(16, "NZ101")]

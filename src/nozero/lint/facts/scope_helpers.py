@@ -27,6 +27,9 @@ from nozero.lint.facts.scope_ast import (
 from nozero.lint.tables.propagation import VALUE_COPIES
 from nozero.lint.tables.reactions import SANITIZED_KEYWORDS
 
+# NumPy's array types, as an ``isinstance`` test names them.
+_NUMPY_ARRAY_TYPES = frozenset({"numpy.ndarray", "np.ndarray", "numpy.generic"})
+
 
 class HelperFacts:
     """Same-file helpers and constants, the mixin part of ``FileFacts``."""
@@ -212,10 +215,12 @@ class HelperFacts:
             and helper != fn.name
             and self.sanitized_parameters(helper)
         ]
+        numpy_only = self._numpy_only_spans(fn)
         calls = [
             (c, n)
             for c, n in calls
             if n in vocab.SANITIZERS | vocab.MASKED_FILL | {"where", "mapped", "helper"}
+            and not any(first <= c.lineno <= last for first, last in numpy_only)
         ]
         calls += [
             (node, "[]=")  # ``x[torch.isnan(x)] = 0.0``
@@ -225,6 +230,22 @@ class HelperFacts:
             and self.is_finite_constant(node.value)
         ]
         return calls
+
+    def _numpy_only_spans(self, fn: FunctionNode) -> list[tuple[int, int]]:
+        """The lines of ``fn``'s branches taken only for a NumPy array (``if isinstance(x,
+        np.ndarray):``), as a helper serving several frameworks writes them: a NumPy array
+        carries no gradient, so what such a branch cleans is no training signal."""
+        spans = []
+        for node in self.nodes(fn):
+            if (
+                isinstance(node, ast.If)
+                and isinstance(node.test, ast.Call)
+                and self.called(node.test.func) == "isinstance"
+                and len(node.test.args) == 2
+                and (self.qualified(node.test.args[1]) or "") in _NUMPY_ARRAY_TYPES
+            ):
+                spans.append((node.body[0].lineno, node.body[-1].end_lineno or node.lineno))
+        return spans
 
     def _cleans_from(
         self,
