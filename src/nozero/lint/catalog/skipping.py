@@ -150,13 +150,14 @@ for step, batch in enumerate(loader):
 ```
 
 ## Use instead
-Raise the documented error (`nozero.check_finite`) at the first non-finite step.
+Keep the message, and stop at the step it reports: log what helps the investigation,
+then call `nozero.check_finite`, which raises the documented error.
 ```python
 from nozero import check_finite
 
-for step, batch in enumerate(loader):
-    loss, grad_norm = train_step(batch)
-    check_finite(step, loss, grad_norm)
+if not math.isfinite(loss):
+    logger.warning("non-finite loss at %d: batch %s", step, batch_ids)
+check_finite(step, loss, grad_norm)
 ```
 """,
     ),

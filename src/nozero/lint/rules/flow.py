@@ -245,10 +245,16 @@ class NonFiniteCheckOnlyLogs(FlowRule):
     kinds = frozenset({"log_only"})
     VALID = [
         Example("""\
-            import math
-            if not math.isfinite(loss):
-                logger.error('nan')
-                raise SystemExit(1)
+            import torch
+            from nozero import check_finite
+            for step, batch in enumerate(loader):
+                loss = model(batch)
+                loss.backward()
+                grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                if not torch.isfinite(loss):
+                    logger.error("non-finite loss at step %d", step)
+                    check_finite(step, loss, grad_norm)
+                optimizer.step()
             """),
         Example("""\
             import math
@@ -259,11 +265,10 @@ class NonFiniteCheckOnlyLogs(FlowRule):
             """),
         Example("""\
             import math
-            def describe(loss):
-                notes = []
-                if not math.isfinite(loss):
-                    notes.append('the loss was not finite')
-                return notes
+            def summarize(scores):
+                for name, score in scores.items():
+                    if not math.isfinite(score):
+                        print(f"{name}: no score")
             """),
     ]
     INVALID = [
