@@ -93,6 +93,7 @@ class SignalFacts:
         only_metrics: dict[str, bool] = {}
         for names, value in bindings:
             measured = isinstance(value, ast.Call) and self.computes_metric(value)
+            measured = measured or _running_statistic(value)
             for name in names:
                 only_metrics[name] = only_metrics.get(name, True) and measured
         return {name for name, measured in only_metrics.items() if measured}
@@ -144,11 +145,12 @@ class SignalFacts:
             changed = False
             for names, value in bindings:
                 plain = {n for n in names if not vocab.is_metric_name(n)}
+                carriers = plain - scope.not_signal  # not a metric result or a running mean
                 if self._is_grad_transform(value, scope) and not plain <= scope.grad_functions:
                     scope.grad_functions |= plain
                     changed = True
-                if not plain <= scope.signal and self.is_signal(value, scope):
-                    scope.signal |= plain
+                if not carriers <= scope.signal and self.is_signal(value, scope):
+                    scope.signal |= carriers
                     changed = True
                 if not names <= scope.flags and self.is_nonfinite_test(value, scope, self.source):
                     scope.flags |= names
@@ -438,6 +440,28 @@ class SignalFacts:
         entry = self._functions.get(key)
         root: ast.AST = entry[0] if entry else self.tree
         return self._raises(root) or self._records(root, self.scope(key))
+
+
+def _running_statistic(value: ast.expr) -> bool:
+    """``self.xyz_gradient_accum / self.denom``: one buffer the object keeps divided by
+    another, a running mean (of gradient norms over visits, of losses over steps) that
+    the object records; no live training signal, whatever its name."""
+    return (
+        isinstance(value, ast.BinOp)
+        and isinstance(value.op, ast.Div)
+        and _kept_by_self(value.left)
+        and _kept_by_self(value.right)
+    )
+
+
+def _kept_by_self(node: ast.expr) -> bool:
+    while isinstance(node, ast.Subscript):
+        node = node.value
+    return (
+        isinstance(node, ast.Attribute)
+        and isinstance(node.value, ast.Name)
+        and node.value.id == "self"
+    )
 
 
 def _appended(nodes: list[ast.AST]) -> list[tuple[set[str], ast.expr]]:
