@@ -386,8 +386,8 @@ def _forwarded_keys(tree: ast.Module, switches: list[Switch]) -> list[Switch]:
     for node in ast.walk(tree) if by_function else ():
         if not isinstance(node, ast.Call):
             continue
-        called = node.func.attr if isinstance(node.func, ast.Attribute) else None
-        called = node.func.id if isinstance(node.func, ast.Name) else called
+        func = node.func
+        called = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
         for switch in by_function.get(called or "", ()):
             argument = _argument_for(node, switch)
             ref = switch_reference(argument, set()) if argument is not None else None

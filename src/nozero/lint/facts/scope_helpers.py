@@ -6,7 +6,7 @@ queries rules make on a libcst node's code. A mixin of ``FileFacts``
 from __future__ import annotations
 
 import ast
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from nozero.lint import vocab
 from nozero.lint.facts.scope_ast import (
@@ -126,16 +126,7 @@ class HelperFacts:
     def flag_candidates(self, fn: FunctionNode) -> set[str]:
         """Names ``fn`` binds to something that may be a finiteness test: a cheap,
         syntactic superset of its flags (no signal tracking)."""
-        found: set[str] = set()
-        bindings = self.bindings(fn)
-        changed = True
-        while changed:
-            changed = False
-            for names, value in bindings:
-                if not names <= found and self.may_be_test(value, found):
-                    found |= names
-                    changed = True
-        return found
+        return _grown(self.bindings(fn), set(), self.may_be_test)
 
     def sanitized_parameters(self, name: str) -> list[tuple[int, str]]:
         """(position, name) of each parameter a same-file sanitizer cleans, so that a call
@@ -173,15 +164,7 @@ class HelperFacts:
 
     def _copied_names(self, fn: FunctionNode, names: set[str]) -> set[str]:
         """``names`` and the locals of ``fn`` that copy them (``arr = jnp.asarray(leaf)``)."""
-        found = set(names)
-        changed = True
-        while changed:
-            changed = False
-            for bound, value in self.bindings(fn):
-                if not bound <= found and self._copies(value, found):
-                    found |= bound
-                    changed = True
-        return found
+        return _grown(self.bindings(fn), names, self._copies)
 
     def _cleans_given_gradients(self, fn: FunctionNode) -> bool:
         calls = self._cleaning_calls(fn)
@@ -258,14 +241,7 @@ class HelperFacts:
         (``p.grad`` for each ``p`` in it), state the caller keeps, rather than a value the
         helper computes or returns?"""
         bindings = self.bindings(fn)
-        derived = {parameter}
-        changed = True
-        while changed:
-            changed = False
-            for names, value in bindings:
-                if not names <= derived and _hands_on(value, derived):
-                    derived |= names
-                    changed = True
+        derived = _grown(bindings, {parameter}, _hands_on)
         # a name also bound to a value made here (``x = x.clone()``) may hold a copy: what
         # is cleaned through it is not what the caller handed over
         derived -= {n for names, value in bindings if not _hands_on(value, derived) for n in names}
@@ -463,6 +439,24 @@ _PASSING_ON = frozenset(
 _ACCESSORS = frozenset(
     {"parameters", "named_parameters", "values", "items", "children", "modules", "leaves"}
 )
+
+
+def _grown(
+    bindings: list[tuple[set[str], ast.expr]],
+    names: set[str],
+    carries: Callable[[ast.expr, set[str]], bool],
+) -> set[str]:
+    """``names`` and every name bound to a value that ``carries`` one of them, followed
+    through the bindings until nothing new is bound."""
+    found = set(names)
+    changed = True
+    while changed:
+        changed = False
+        for bound, value in bindings:
+            if not bound <= found and carries(value, found):
+                found |= bound
+                changed = True
+    return found
 
 
 def _hands_on(value: ast.expr, given: set[str]) -> bool:
