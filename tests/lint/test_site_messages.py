@@ -68,3 +68,31 @@ def test_a_conditional_expression_is_not_called_where():
     [(line, code, message)] = _found(selected)
     assert (line, code) == (6, "NZ103")
     assert "where(...)" in message
+
+
+ZERO_LOSS_HELPER = """\
+import torch
+
+def safe_loss(loss):
+    if torch.isnan(loss):
+        return {value}
+    return loss
+
+def train(model, loader, optimizer):
+    for batch in loader:
+        loss = safe_loss(model(batch))
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+"""
+
+
+def test_a_constant_handed_back_for_the_loss_is_not_called_a_skipped_step():
+    for value in ("loss.new_zeros(())", "torch.zeros_like(loss)", "torch.tensor(0.0)"):
+        [(line, code, message)] = _found(ZERO_LOSS_HELPER.format(value=value))
+        assert (line, code) == (5, "NZ201"), value
+        assert "a constant is handed back in its place here" in message, value
+        assert "skipped" not in message, value
+    # a call that computes a value is still read as leaving the step
+    [(_, _, message)] = _found(ZERO_LOSS_HELPER.format(value="recompute(loss)"))
+    assert "the step is skipped here" in message

@@ -349,6 +349,8 @@ class ReactionsPart:
             return ("skip", stmt) if later or _is_step(unit.node) else None
         if any(map(self.facts.is_nonfinite_constant, elements)):
             return None  # ``return torch.tensor(float("nan"))``: the NaN is handed on
+        if isinstance(value, ast.Call) and self.facts.is_finite_constant(value):
+            return "constant_value", stmt  # ``return loss.new_zeros(())``: the loss is now zero
         if isinstance(value, ast.Call):
             return "skip", stmt
         parameters = (

@@ -23,6 +23,7 @@ WHAT = {
     "skip_flag": "the step is marked to be skipped here",
     "zero": "the gradients are zeroed here",
     "zero_value": "the value is set to zero here",
+    "constant_value": "a constant is handed back in its place here",
     "late_skip": "the update was already applied; the rest of the iteration is skipped here",
     "not_taken": "the optimizer step is only taken when the values are finite",
     "go_on": "nothing stops training here",

@@ -335,7 +335,7 @@ class HelperFacts:
         called = self.called(node.func)
         if called == "float" and isinstance(node.args[0], ast.Constant):
             return str(node.args[0].value).lower().lstrip("+-") in ("nan", "inf", "infinity")
-        if called in ("full", "full_like"):
+        if called in ("full", "full_like", "new_full"):
             return len(node.args) > 1 and self.is_nonfinite_constant(node.args[1])
         if _CONVERSION_WORDS.intersection(vocab.name_words(called)) or (
             called in vocab.CONSTANT_CONVERSIONS

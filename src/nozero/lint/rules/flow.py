@@ -26,7 +26,9 @@ class FlowRule(Rule):
 
 class SkipStepOnNonFinite(FlowRule):
     code = "NZ201"
-    kinds = frozenset({"skip", "skip_flag", "zero", "zero_value", "late_skip", "not_taken"})
+    kinds = frozenset(
+        {"skip", "skip_flag", "zero", "zero_value", "constant_value", "late_skip", "not_taken"}
+    )
     VALID = [
         Example("""\
             import math
@@ -425,6 +427,7 @@ class DynamicLossScaleSkip(FlowRule):
             "skip_flag",
             "zero",
             "zero_value",
+            "constant_value",
             "late_skip",
             "not_taken",
             "replace",

@@ -46,6 +46,9 @@ CONSTANT_FILLS = frozenset(
         "full",  # torch.full(shape, 1e4)
         "full_like",  # jnp.full_like(x, -1e9)
         "fill",  # tf.fill(shape, 0.0)
+        "new_zeros",  # loss.new_zeros(()): a zero of the tensor's dtype and device
+        "new_ones",  # g.new_ones(g.shape)
+        "new_full",  # g.new_full(g.shape, 1e4)
     }
 )
 # Conversions that are a constant only when what they convert is one (``tensor(0.0)``).
