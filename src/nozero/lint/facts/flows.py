@@ -79,7 +79,6 @@ from nozero.lint.scaling import scaler_at_work, scaler_in_lines
 from nozero.lint.tables.reactions import (
     CLAMP_UPPER_KEYWORDS,
     CLAMPS,
-    IDENTITIES,
     STOP_FLAG_WORDS,
     STOP_PART_WORDS,
 )
@@ -639,8 +638,9 @@ class Flows(ReactionsPart, SelectionsPart, RecordPart, FlagsPart):
     ) -> bool:
         """``if torch.isnan(vel).any(): vel = torch.zeros_like(vel)`` in a model's method:
         a whole value the model computed, not one it was given, put back to a constant
-        (zeros, ones, the identity) when any element is not finite. The model's output
-        goes on as if the model had made it."""
+        (zeros, ones) when any element is not finite. The model's output goes on as if
+        the model had made it. A matrix put back to the identity is a solver's fallback
+        (Koopa's least-squares operator): readers of three samples called it neither."""
         names = {key.removeprefix("self.") for key in targets if key}
         if not names & tested:
             return False
@@ -650,17 +650,14 @@ class Flows(ReactionsPart, SelectionsPart, RecordPart, FlagsPart):
         if not isinstance(unit.node, FunctionNode):
             return False
         value = stmt.value
-        # ``torch.eye(n).to(device).unsqueeze(0).repeat(b, 1, 1)``: the chain's first call
+        # ``torch.zeros(n).to(device).unsqueeze(0)``: the chain's first call
         while (
             isinstance(value, ast.Call)
             and isinstance(value.func, ast.Attribute)
             and isinstance(value.func.value, ast.Call)
         ):
             value = value.func.value
-        reset = self.facts.is_finite_constant(value) or (
-            isinstance(value, ast.Call) and self._called(value) in IDENTITIES
-        )
-        return reset and not names & parameter_names(unit.node)
+        return self.facts.is_finite_constant(value) and not names & parameter_names(unit.node)
 
 
 def _clamps_a_loss(called: Callable[[ast.expr], str], stmt: ast.stmt) -> bool:

@@ -63,14 +63,6 @@ CONSTANT_CONVERSIONS = frozenset(
 )
 # Named constants (``jnp.nan``, ``math.inf``, ``np.pi``).
 CONSTANT_NAMES = frozenset({"nan", "inf", "NaN", "Inf", "pi", "e"})
-# The identity matrix, put in place of a non-finite one (``torch.eye(n)``).
-IDENTITIES = frozenset(
-    {
-        "eye",  # torch.eye(n)
-        "identity",  # np.identity(n)
-        "eye_like",  # a project's eye_like(cov)
-    }
-)
 
 # ---- sanitizing and clamping ---------------------------------------------------------
 # Functions and tensor methods that overwrite non-finite values.
