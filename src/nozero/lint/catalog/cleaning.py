@@ -173,9 +173,9 @@ Model state counts too, in a method of a model class (`nn.Module`, `eqx.Module`,
 Keras `Layer`). There a value the model computed itself may be put back to zeros or ones
 when any element is not finite: `if torch.isnan(vel).any(): vel = torch.zeros_like(vel)`.
 What the model outputs then goes on as if the model had made it. Values the model was
-given are input cleaning and are left alone, and so is a matrix put back to the identity
-(`torch.eye(n)`) when a solve comes out NaN: a solver's fallback, whose NaN inputs still
-reach the loss.
+given are input cleaning and are left alone. So is a matrix put back to the identity
+(`torch.eye(n)`) when a solve comes out NaN. That is a solver's fallback, and its NaN
+inputs still reach the loss.
 
 A loss clamped below an upper bound before the step counts without any test
 (`loss = torch.clamp(loss, max=1e4)`, `loss.clamp(0, 100)`, `tf.clip_by_value(loss, 0,
