@@ -3966,6 +3966,176 @@ HAND_WRITTEN = [
         """,
     ),
     case(
+        "a Metropolis step accepts only finite proposals: a sampler's acceptance test",
+        """\
+        import numpy as np
+        def mcmc(x, log_prob, n_steps, rng):
+            log_p = log_prob(x)
+            for _ in range(n_steps):
+                proposal = x + rng.normal(size=x.shape)
+                log_p_new = log_prob(proposal)
+                log_u = np.log(rng.random(len(x)))
+                accept = (log_p_new - log_p > log_u) & np.isfinite(log_p_new)
+                x[accept] = proposal[accept]
+                log_p[accept] = log_p_new[accept]
+            return x
+        """,
+    ),
+    case(
+        "per-sample losses kept where finite and below a bound: no random draw, a drop",
+        """\
+        import torch
+        def train(model, loader, optimizer):
+            for batch in loader:
+                losses = model(batch)
+                keep = torch.isfinite(losses) & (losses < 1e4)
+                loss = losses[keep].mean()
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+        """,
+        (6, "NZ107"),
+    ),
+    case(
+        "a Lightning step returns early on a NaN loss what it always returns: no skip",
+        """\
+        import torch
+        import pytorch_lightning as pl
+        class Model(pl.LightningModule):
+            def training_step(self, batch, batch_idx):
+                loss = self.compute_loss(batch)
+                if torch.isnan(loss) or torch.isinf(loss):
+                    print("NaN/Inf loss; not recorded")
+                    return {"loss": loss}
+                self.outputs.append(loss.detach())
+                return {"loss": loss}
+        """,
+    ),
+    case(
+        "a Lightning step returning None on a NaN loss still skips the step",
+        """\
+        import torch
+        import pytorch_lightning as pl
+        class Model(pl.LightningModule):
+            def training_step(self, batch, batch_idx):
+                loss = self.compute_loss(batch)
+                if torch.isnan(loss) or torch.isinf(loss):
+                    print("NaN/Inf loss; skipped")
+                    return None
+                self.outputs.append(loss.detach())
+                return {"loss": loss}
+        """,
+        (8, "NZ201"),
+    ),
+    case(
+        "parameters holding NaN put back to a saved copy, and training goes on",
+        """\
+        import torch
+        def recover(model, saved):
+            bad = sum(torch.isnan(p).sum() for p in model.parameters())
+            if bad > 0:
+                for p, last in zip(model.parameters(), saved):
+                    p.data = last.data.clone()
+                print("recovered from NaN parameters")
+        """,
+        (6, "NZ410"),
+    ),
+    case(
+        "a model rolled back to its last good state on a NaN loss, and training goes on",
+        """\
+        import torch
+        def train(model, loader, optimizer, last_good):
+            for batch in loader:
+                loss = model(batch)
+                if not torch.isfinite(loss):
+                    model.load_state_dict(last_good)
+                    continue
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+                last_good = {k: v.clone() for k, v in model.state_dict().items()}
+        """,
+        (6, "NZ410"),
+    ),
+    case(
+        "a saved copy loaded after a NaN is raised about: the copy is for the post-mortem",
+        """\
+        import torch
+        def train(model, loader, optimizer, last_good):
+            for batch in loader:
+                loss = model(batch)
+                if not torch.isfinite(loss):
+                    model.load_state_dict(last_good)
+                    raise FloatingPointError("non-finite loss; last good weights restored")
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+        """,
+    ),
+    case(
+        "models put back after every inner run, the meta-step only taken when finite",
+        """\
+        import copy
+        def meta_train(model, alpha, optimizer_alpha, tasks, finetune):
+            for task in tasks:
+                saved = copy.deepcopy(model.state_dict())
+                loss, is_nan = finetune(model, task)
+                if not is_nan:
+                    optimizer_alpha.zero_grad()
+                    (alpha * loss).backward()
+                    optimizer_alpha.step()
+                    model.load_state_dict(saved)
+                else:
+                    model.load_state_dict(saved)
+        """,
+        (6, "NZ201"),
+    ),
+    case(
+        "gradients of tensors named weight or weights are gradients",
+        """\
+        import torch
+        def fix(model, volume):
+            torch.nan_to_num_(model.fc.weight.grad, 0)
+            torch.nan_to_num_(volume.budget_weights.grad, 0)
+            cfg_grad = torch.nan_to_num(config.grad)
+        """,
+        (3, "NZ101"),
+        (4, "NZ101"),
+    ),
+    case(
+        "a setting that chooses stepping or accumulating holds the finiteness decision",
+        """\
+        import mindspore as ms
+        from mindspore.amp import all_finite
+        def create_step(grad_fn, optimizer, overflow_still_update=False):
+            def train_step(x, label, optimizer_update=True):
+                loss, grads = grad_fn(x, label)
+                finite = all_finite(grads)
+                if optimizer_update:
+                    if finite:
+                        loss = ms.ops.depend(loss, optimizer(grads))
+                    else:
+                        if overflow_still_update:
+                            loss = ms.ops.depend(loss, optimizer(grads))
+                return loss, finite
+            return train_step
+        """,
+        (12, "NZ106"),
+    ),
+    case(
+        "detached copies handed to a helper that cleans them for target assignment",
+        """\
+        import torch
+        def assign_targets(scores, boxes):
+            scores = torch.nan_to_num(scores, nan=0.0)
+            return scores.argmax(-1), boxes
+        def loss_fn(model, batch):
+            scores, boxes = model(batch)
+            targets = assign_targets(scores.detach(), boxes.detach().clone())
+            return torch.nn.functional.cross_entropy(scores, targets[0])
+        """,
+    ),
+    case(
         "a log line taken every N steps or on a NaN loss: the NaN test is not gated",
         """\
         import numpy as np

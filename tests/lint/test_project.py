@@ -384,6 +384,66 @@ LOOK_ALIKES.append(
     )
 )
 
+LOOK_ALIKES.append(
+    project(
+        "a setting holding the whole finiteness decision chooses stepping, not a skip",
+        {
+            "step_factory.py": """\
+                import mindspore as ms
+                from mindspore.amp import all_finite
+
+                def create_step(grad_fn, optimizer, overflow_still_update=False):
+                    def train_step(x, label, optimizer_update=True):
+                        loss, grads = grad_fn(x, label)
+                        finite = all_finite(grads)
+                        if optimizer_update:
+                            if finite:
+                                loss = ms.ops.depend(loss, optimizer(grads))
+                            else:
+                                if overflow_still_update:
+                                    loss = ms.ops.depend(loss, optimizer(grads))
+                        return loss, finite
+                    return train_step
+                """,
+            "train.py": """\
+                from step_factory import create_step
+
+                def train(grad_fn, optimizer, loader, accumulate):
+                    step = create_step(grad_fn, optimizer)
+                    for i, (x, y) in enumerate(loader):
+                        step(x, y, optimizer_update=(i + 1) % accumulate == 0)
+                """,
+        },
+        ("step_factory.py", 13, "NZ106"),
+    )
+)
+CASES.append(
+    project(
+        "a setting around a one-way finiteness check turns the skip on",
+        {
+            "engine.py": """\
+                import torch
+
+                def fit(model, loader, optimizer, skip_nan=False):
+                    for batch in loader:
+                        loss = model(batch)
+                        if skip_nan:
+                            if not torch.isfinite(loss):
+                                continue
+                        loss.backward()
+                        optimizer.step()
+                """,
+            "run.py": """\
+                from engine import fit
+
+                fit(model, loader, optimizer, skip_nan=True)
+                """,
+        },
+        ("run.py", 3, "NZ201"),
+        ("engine.py", 8, "NZ201"),
+    )
+)
+
 
 def _write_project(root: Path, case: Project) -> None:
     write(root / "pyproject.toml", "[project]\nname = 'case'\n")

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from nozero.lint import prefilter, vocab
 from nozero.lint.files import is_test_module
-from nozero.lint.imports import child_statements
+from nozero.lint.imports import child_statements, dotted_name
 
 if TYPE_CHECKING:
     from nozero.lint.facts import FileFacts
@@ -300,6 +300,7 @@ def _switches(tree: ast.Module, facts: FileFacts) -> list[Switch]:
     # one walk of the statements, when a reaction or a cleaning may be gated
     places = _places(tree) if flowing or cleaning else {}
     gated = [*flowing, *(_cleanings(tree, places, facts) if cleaning else [])]
+    ifs = {id(node.test): node for node in ast.walk(tree) if isinstance(node, ast.If)}
     for reaction in gated:
         place = places.get(reaction.first)
         if place is None or not place.tests:
@@ -310,6 +311,8 @@ def _switches(tree: ast.Module, facts: FileFacts) -> list[Switch]:
         parameters = {name for f in (fn, *place.enclosing) if f for name in _parameters(f)}
         flags = {reaction.route.flag} | set(reaction.route.looked_at)
         for test in place.tests:
+            if _decides_both_ways(ifs.get(id(test)), flags, reaction.route.line):
+                continue  # ``if optimizer_update: if finite: step() else: ...``: the whole step
             for operand in _gating_operands(test):
                 ref = switch_reference(operand, parameters)
                 if ref is None or ref[1] in flags:
@@ -319,6 +322,24 @@ def _switches(tree: ast.Module, facts: FileFacts) -> list[Switch]:
     for switch in _forwarded_keys(tree, [s for s in found.values() if s.kind == "param"]):
         found.setdefault((switch.kind, switch.function, switch.name), switch)
     return list(found.values())
+
+
+def _decides_both_ways(gate: ast.If | None, flags: set[str | None], line: int) -> bool:
+    """Does ``gate`` hold the whole finiteness decision, both ways: an ``if`` on the
+    route's flag (or its test, read in place) with a branch for each answer? Then the
+    setting gates the step itself (stepping or accumulating), not the reaction to a
+    non-finite value; ``if skip_nan: if not isfinite(loss): continue`` has one branch."""
+    if gate is None or gate.orelse:
+        return False  # ``if skip_nan: <guarded step> else: <plain step>``: the switch decides
+    names = {flag for flag in flags if flag}
+    for node in ast.walk(ast.Module(body=gate.body, type_ignores=[])):
+        if not (isinstance(node, ast.If) and node.orelse):
+            continue
+        parts = ast.walk(node.test)
+        read = {dotted_name(n) for n in parts if isinstance(n, ast.Name | ast.Attribute)}
+        if node.test.lineno == line or read & names:
+            return True
+    return False
 
 
 @dataclass(frozen=True)

@@ -60,11 +60,13 @@ class FlagsPart:
             isinstance(expr, ast.BinOp) and isinstance(expr.op, ast.BitAnd | ast.BitOr)
         ):
             parts = expr.values if isinstance(expr, ast.BoolOp) else [expr.left, expr.right]
+            both = isinstance(expr.op, ast.And | ast.BitAnd)
+            if both and any(self._against_a_random_draw(unit, part) for part in parts):
+                return None  # a sampler's acceptance test rejects a non-finite proposal
             flags = [f for f in (self.flag_of(unit, part, extra) for part in parts) if f]
             pool = [f for f in flags if not f[0].weak] or flags
             if not pool:
                 return None
-            both = isinstance(expr.op, ast.And | ast.BitAnd)
             # ``not actor_overflow and critic_overflow`` holds only when the critic's
             # values are not finite: a part true on a non-finite value decides a conjunction
             return next((f for f in pool if f[1]), pool[0]) if both else pool[0]
@@ -84,6 +86,20 @@ class FlagsPart:
         if isinstance(expr, ast.List | ast.Tuple) and len(expr.elts) == 1:
             return self.flag_of(unit, expr.elts[0], extra)  # ``torch.tensor([found_inf])``
         return None
+
+    def _against_a_random_draw(self, unit: _Unit, expr: ast.expr) -> bool:
+        """``log_alpha > np.log(u)`` with ``u = rng.random(n)``, ``ratio > torch.rand(n)``:
+        a comparison with a uniform random draw, in the expression or bound to a name."""
+        if not isinstance(expr, ast.Compare):
+            return False
+        sides = (expr.left, *expr.comparators)
+        names = {n.id for side in sides for n in ast.walk(side) if isinstance(n, ast.Name)}
+        drawn = [value for targets, value in self.facts.bindings(unit.node) if targets & names]
+        return any(
+            isinstance(node, ast.Call) and self._called(node) in sources.RANDOM_DRAWS
+            for root in (expr, *drawn)
+            for node in ast.walk(root)
+        )
 
     def _compare(self, unit: _Unit, expr: ast.Compare, extra: set[str]) -> Flag | None:
         left, op, right = expr.left, expr.ops[0], expr.comparators[0]

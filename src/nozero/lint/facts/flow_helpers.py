@@ -17,7 +17,7 @@ from nozero.lint.facts.flow_types import _BLOCKS, _DEFS, Flag, Route
 from nozero.lint.facts.scopes import FileFacts, source_segment
 from nozero.lint.imports import dotted_name, last_part
 from nozero.lint.tables.propagation import JOINS
-from nozero.lint.tables.reactions import REPORTING_CALLS
+from nozero.lint.tables.reactions import PARAMETER_SOURCES, REPORTING_CALLS
 
 # ---- small syntactic helpers --------------------------------------------------------
 _TRAINING_WORDS = frozenset({"train", "step", "backward", "update", "updates", "optimizer"})
@@ -403,6 +403,54 @@ def _names(node: ast.AST) -> set[str]:
             dotted = dotted_name(child)
             if dotted:
                 found.add(dotted.removeprefix("self."))
+    return found
+
+
+def _returns_as_usual(function: ast.AST, stmt: ast.stmt) -> bool:
+    """Is ``stmt`` an early ``return`` handing back what the function's last statement
+    does (``return {"loss": batch["loss"]}`` both times)? Leaving early then changes
+    nothing the caller trains with: only the bookkeeping between is passed over."""
+    body = getattr(function, "body", None)
+    if not (isinstance(stmt, ast.Return) and stmt.value is not None and body):
+        return False
+    last = body[-1]
+    return (
+        isinstance(last, ast.Return)
+        and last is not stmt
+        and last.value is not None
+        and ast.dump(last.value) == ast.dump(stmt.value)
+    )
+
+
+def _parameter_names(function: ast.AST) -> set[str]:
+    """Names a loop over a model's parameters binds (``for p, saved in
+    zip(model.parameters(), backup)``: ``p``; ``for name, p in named_parameters()``:
+    both, the name harmlessly)."""
+    found: set[str] = set()
+    for node in ast.walk(function):
+        if not isinstance(node, ast.For | ast.comprehension):
+            continue
+        sources = [
+            call
+            for call in ast.walk(node.iter)
+            if isinstance(call, ast.Call)
+            and isinstance(call.func, ast.Attribute)
+            and call.func.attr in PARAMETER_SOURCES
+        ]
+        if not sources:
+            continue
+        target = node.target
+        if isinstance(target, ast.Tuple) and isinstance(node.iter, ast.Call):
+            # ``zip(model.parameters(), saved)``: only the element from the parameters
+            args = node.iter.args
+            if getattr(node.iter.func, "id", None) == "zip" and len(args) == len(target.elts):
+                found.update(
+                    elt.id
+                    for elt, arg in zip(target.elts, args, strict=True)
+                    if isinstance(elt, ast.Name) and any(s in ast.walk(arg) for s in sources)
+                )
+                continue
+        found.update(n.id for n in ast.walk(target) if isinstance(n, ast.Name))
     return found
 
 

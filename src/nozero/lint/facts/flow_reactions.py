@@ -22,7 +22,9 @@ from nozero.lint.facts.flow_helpers import (
     _names,
     _none,
     _only_reports,
+    _parameter_names,
     _reports_status,
+    _returns_as_usual,
     _sets_a_flag,
     _strong,
     _within,
@@ -36,6 +38,7 @@ from nozero.lint.facts.flow_types import (
 )
 from nozero.lint.facts.scopes import FunctionNode, parameter_names
 from nozero.lint.imports import dotted_name, last_part
+from nozero.lint.tables.reactions import RESTORING_CALLS
 
 # Expressions that work a value out (an index, a count, a comparison): returned, they hand
 # back an answer, never the state a skipped update leaves.
@@ -76,9 +79,19 @@ class ReactionsPart:
                 or self._returns_for_training(unit, tested)
             ):
                 return False
-            if _only_reports(branch):
+            if _only_reports([s for s in branch if not self._leaves_as_usual(unit, s)]):
                 kind = "log_only"  # a diagnostic: its own opt-in rule (NZ203)
         return self._add(unit, kind, node, route)
+
+    @staticmethod
+    def _leaves_as_usual(unit: _Unit, stmt: ast.stmt) -> bool:
+        """An early return of what the function always hands back, with no optimizer
+        step of its own passed over (an optimizer's ``step`` that leaves mid-update
+        passes over the rest of the update, whatever it returns)."""
+        later_steps = any(line > stmt.lineno for line in unit.updates_after)
+        if later_steps or _is_step(unit.node):
+            return False
+        return _returns_as_usual(unit.node, stmt)
 
     def _raise_follows(self, unit: _Unit, stmt: ast.AST) -> bool:
         """Does a ``raise`` follow ``stmt`` in a block that holds it (the check only
@@ -248,6 +261,10 @@ class ReactionsPart:
                 helper = self.facts.helper_name(stmt.value.func)
                 if helper is not None and self._helper_zeroes(helper):
                     return "zero", stmt
+            if self._restores_saved_state(unit, stmt):
+                return "keep", stmt  # ``p.data = saved.data.clone()``: the update is undone
+            if isinstance(stmt, ast.Return) and self._leaves_as_usual(unit, stmt):
+                continue  # the caller gets what it always gets: nothing is skipped
             if isinstance(stmt, ast.Return):
                 if loops and _reports_status(stmt.value) and not _is_step(unit.node):
                     return None  # ``return False, step`` out of the batch loop: a stop
@@ -385,6 +402,40 @@ class ReactionsPart:
             isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in wrapped
             for n in ast.walk(inner)
         )
+
+    def _restores_saved_state(self, unit: _Unit, stmt: ast.stmt) -> bool:
+        """Parameters put back to a copy saved before: ``p.data = last_p.data.clone()``,
+        ``p.data.copy_(backup[name])``, ``model.load_state_dict(last_good)``. Not when
+        the function does the same on its other paths too (a meta-learning loop puts
+        its models back after every inner run): that is routine, not a reaction."""
+        if not isinstance(stmt, ast.Assign | ast.Expr):
+            return False
+        shape = ast.dump(stmt)
+        if sum(ast.dump(s) == shape for s in self._statements(unit.node)) > 1:
+            return False
+        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
+            target = stmt.targets[0]
+            return (
+                isinstance(target, ast.Attribute)
+                and target.attr == "data"
+                and dotted_name(target.value) in _parameter_names(unit.node)
+                and not self.facts.is_constant(_first_of_chain(stmt.value))
+            )
+        if not (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call)):
+            return False
+        func = stmt.value.func
+        if not (isinstance(func, ast.Attribute) and func.attr in RESTORING_CALLS):
+            return False
+        if not stmt.value.args or self.facts.is_constant(stmt.value.args[0]):
+            return False  # ``p.data.copy_(torch.zeros_like(p))`` zeroes: not a saved copy
+        owner = func.value.value if _is_data(func.value) else func.value
+        name = dotted_name(owner) or ""
+        if func.attr == "load_state_dict":
+            return name.rsplit(".", 1)[-1] != "self" and vocab.holds_training_state(name)
+        return name in _parameter_names(unit.node)
+
+    def _statements(self, root: ast.AST) -> list[ast.stmt]:
+        return [node for node in self.facts.nodes(root) if isinstance(node, ast.stmt)]
 
     def _zeroes_part_of_a_gradient(
         self, unit: _Unit, target: ast.expr, value: ast.expr | None
@@ -528,6 +579,10 @@ def _apart(forks: list[ast.If], one: int, other: int) -> bool:
         or (within(fork.orelse, one) and within(fork.body, other))
         for fork in forks
     )
+
+
+def _is_data(node: ast.expr) -> bool:
+    return isinstance(node, ast.Attribute) and node.attr == "data"
 
 
 def _first_of_chain(node: ast.expr) -> ast.expr:

@@ -26,6 +26,14 @@ from nozero.lint.imports import dotted_name, last_part
 from nozero.lint.tables.propagation import BOOLEAN_CALLS
 from nozero.lint.tables.sources import INFINITY_TESTS
 
+# Attributes that hold a tensor's gradient (torch's ``.grad``, Megatron's ``.main_grad``):
+# the owner's name (``weight``, ``budget_weights``) says what the tensor is, not that the
+# gradient is a setting; only a settings holder (``cfg.grad``) makes it one.
+_GRADIENT_ATTRIBUTES = frozenset({"grad", "main_grad"})
+_SETTINGS_HOLDERS = frozenset(
+    {"config", "cfg", "conf", "args", "hparams", "opts", "options", "settings", "flags"}
+)
+
 
 class ExpressionFacts:
     """Expressions, finiteness tests and guards, the mixin part of ``FileFacts``."""
@@ -54,6 +62,10 @@ class ExpressionFacts:
                 chain = (dotted_name(node) or node.attr).split(".")
                 if node.attr in vocab.AMBIGUOUS_SIGNAL_NAMES and node.attr in scope.not_signal:
                     continue  # ``self.g`` where no gradient is in sight, or used as a graph
+                if node.attr in _GRADIENT_ATTRIBUTES and not any(
+                    vocab.is_metric_name(part) or part in _SETTINGS_HOLDERS for part in chain
+                ):
+                    return True  # ``model.fc.weight.grad``: a tensor's gradient, whatever it is
                 if vocab.is_signal_name(node.attr) and not any(
                     vocab.is_metric_name(part) or vocab.is_config_name(part) for part in chain
                 ):

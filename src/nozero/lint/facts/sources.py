@@ -16,6 +16,7 @@ from nozero.lint.tables.sources import (
     GOOD_FLAG_NAMES,
     OVERFLOW_HELPERS,
     PREDICATE_POLARITY,
+    RANDOM_DRAWS,
 )
 
 __all__ = [
@@ -27,5 +28,6 @@ __all__ = [
     "GRADIENT_CLEARING",
     "OVERFLOW_HELPERS",
     "PREDICATE_POLARITY",
+    "RANDOM_DRAWS",
     "ZEROING_CALLS",
 ]

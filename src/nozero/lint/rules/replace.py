@@ -299,7 +299,11 @@ class NanToNumOnSignal(Rule):
             held = ctx.facts.cleans_given_gradients(helper) and not (
                 ctx.facts.steps_an_optimizer(helper)
             )
-            if any(ctx.is_signal(v) or (held and _holds_training_state(v, ctx)) for v in handed):
+            if any(
+                (ctx.is_signal(v) and not _detached(v, ctx))
+                or (held and _holds_training_state(v, ctx))
+                for v in handed
+            ):
                 _report(ctx, node, self, f"through {helper}()")
             return
         if ctx.called(node) not in vocab.SANITIZERS:
@@ -333,6 +337,23 @@ class NanToNumOnSignal(Rule):
         positional = [a.value for a in node.args if a.keyword is None and not a.star]
         if positional and ctx.is_signal(positional[0]):
             _report(ctx, node, self, f"through {called}(), named for it")
+
+
+def _detached(node: cst.BaseExpression, ctx: Context) -> bool:
+    """``scores.detach()``, ``lax.stop_gradient(x)``, ``x.detach().clone()``: a copy out
+    of the graph. A helper that cleans it (for target assignment, say) leaves the value
+    the loss is computed from as it was, NaN included."""
+    while isinstance(node, cst.Call):
+        if ctx.called(node) in vocab.NO_GRADIENT_CALLS:
+            return True
+        if not (isinstance(node.func, cst.Attribute) and node.func.attr.value in _COPIES):
+            return False
+        node = node.func.value
+    return False
+
+
+# Methods that copy what they are called on (``x.detach().clone()``).
+_COPIES = frozenset({"clone", "float", "contiguous", "cpu", "to"})
 
 
 def _is_plain_number(node: cst.BaseExpression, ctx: Context) -> bool:

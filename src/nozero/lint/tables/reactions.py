@@ -246,3 +246,15 @@ HELPER_ZEROING = frozenset(
         "zero_",  # def clear(ps): for p in ps: p.grad.zero_()
     }
 )
+
+# ---- restoring a saved copy ----------------------------------------------------------
+# Calls that put parameters back to a copy saved before the update: in a branch taken on a
+# non-finite value, the update is dropped and training goes on (NZ410, as a keep-old select).
+RESTORING_CALLS = frozenset(
+    {
+        "copy_",  # p.data.copy_(saved[name])
+        "load_state_dict",  # model.load_state_dict(last_good_state)
+    }
+)
+# Calls whose results are a model's parameters: their loop variables are parameters.
+PARAMETER_SOURCES = frozenset({"parameters", "named_parameters"})

@@ -112,6 +112,20 @@ BROAD_EXCEPTIONS = frozenset(
     }
 )
 
+# ---- random draws ----------------------------------------------------------------
+# Calls that draw uniform random numbers: a finiteness test joined to a comparison with
+# one (``accept = (log_alpha > log(u)) & isfinite(log_p)``) is a sampler's acceptance test
+# (Metropolis-Hastings, rejection sampling), which rejects a non-finite proposal by design.
+RANDOM_DRAWS = frozenset(
+    {
+        "random",  # rng.random(n), np.random.random(n)
+        "rand",  # np.random.rand(n), torch.rand(n)
+        "rand_like",  # torch.rand_like(log_alpha)
+        "uniform",  # rng.uniform(size=n), jax.random.uniform(key, shape)
+        "uniform_",  # torch.empty(n).uniform_()
+    }
+)
+
 # ---- comparisons written as calls (tf, torch, jax.numpy, numpy) ---------------------
 # ``torch.ne(x, x)`` is the NaN self-test, ``tf.greater(loss, 1e4)`` a limit.
 COMPARISON_CALLS: dict[str, type[ast.cmpop]] = {
