@@ -105,9 +105,10 @@ in a configuration dict (`{"error_if_nonfinite": False}`, `dict(error_if_nonfini
 or on a config object.
 
 The config of an fp16 loss-scaling optimizer is not flagged here
-(`dict(type="AmpOptimWrapper", loss_scale="dynamic", clip_grad=dict(...))`). Its scaler
-expects an infinite norm on overflow and skips that step itself. That is dynamic loss
-scaling, the opt-in NZ406's concern.
+(`dict(type="AmpOptimWrapper", loss_scale="dynamic", clip_grad=dict(...))`), nor a
+clip in a function where a scaler is at work (`scaler.unscale_(optimizer)` before it).
+The scaler expects an infinite norm on overflow and skips that step itself. That is
+dynamic loss scaling, the opt-in NZ406's concern.
 
 ## Why it is harmful
 With a NaN or Inf total norm, clipping multiplies every gradient by a non-finite factor

@@ -248,8 +248,9 @@ class ClipGradNormNonFiniteOff(_SwitchOff):
     bad_value = _FALSE
 
     def _report_if_bad(self, node: cst.CSTNode, value: cst.BaseExpression, ctx: Context) -> None:
-        if not _in_loss_scaling_config(ctx):
-            super()._report_if_bad(node, value, ctx)
+        if _in_loss_scaling_config(ctx) or ctx.facts.mentions_scaling(ctx.scope_key):
+            return  # a scaler unscales first and skips the overflowed step itself (NZ406)
+        super()._report_if_bad(node, value, ctx)
 
     VALID = [
         Example("""\
@@ -258,6 +259,14 @@ class ClipGradNormNonFiniteOff(_SwitchOff):
             """),
         Example("""\
             config = {'error_if_nonfinite': True}
+            """),
+        Example("""\
+            import torch
+            def clip(trainer, max_norm):
+                if trainer.scaler is not None:
+                    trainer.scaler.unscale_(trainer.optimizer)
+                params = trainer.model.parameters()
+                torch.nn.utils.clip_grad_norm_(params, max_norm, error_if_nonfinite=False)
             """),
         Example("""\
             optim_wrapper = dict(
