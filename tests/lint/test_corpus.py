@@ -1321,10 +1321,12 @@ HAND_WRITTEN = [
             *expected,
             every_rule=every_rule,
         )
-        # the scaler skips overflowing gradients; skipping a NaN loss is the loop's own
+        # the scaler skips overflowing gradients at its own step; a skip of the loop's own
+        # that passes over the scaler's step and update is the code's (the scaler never
+        # hears of the overflow, and the skip runs without fp16 too), as is a NaN loss's
         for suffix, expected, every_rule in (
-            ("", ((6, "NZ201"),), False),
-            (", every rule on", ((6, "NZ201"), (10, "NZ406"), (12, "NZ406")), True),
+            ("", ((6, "NZ201"), (10, "NZ201")), False),
+            (", every rule on", ((6, "NZ201"), (10, "NZ201"), (12, "NZ406")), True),
         )
     ),
     *(
@@ -4089,6 +4091,109 @@ HAND_WRITTEN = [
                     model.load_state_dict(saved)
         """,
         (6, "NZ201"),
+    ),
+    *opt_in_or_not(
+        "a GradScaler built in a trainer's constructor, stepped elsewhere",
+        """\
+        import torch
+        class Trainer:
+            def __init__(self, model, optimizer, use_amp):
+                self.model = model
+                self.optimizer = optimizer
+                self.scaler = torch.cuda.amp.GradScaler(enabled=use_amp)
+                self.eval_scaler = torch.cuda.amp.GradScaler(enabled=False)
+        """,
+        every_rule=[(6, "NZ406")],
+    ),
+    case(
+        "a grad-norm skip that passes over the GradScaler's step and update is the code's own",
+        """\
+        import torch
+        def train(model, loader, optimizer, scaler):
+            for batch in loader:
+                loss = model(batch)
+                scaler.scale(loss).backward()
+                scaler.unscale_(optimizer)
+                norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                if not torch.isfinite(norm):
+                    optimizer.zero_grad(set_to_none=True)
+                    continue
+                scaler.step(optimizer)
+                scaler.update()
+                optimizer.zero_grad(set_to_none=True)
+        """,
+        (9, "NZ201"),
+    ),
+    *opt_in_or_not(
+        "a skip that lowers the scale itself is the scaler's",
+        """\
+        import torch
+        def train(model, loader, optimizer, scaler):
+            for batch in loader:
+                loss = model(batch)
+                scaler.scale(loss).backward()
+                scaler.unscale_(optimizer)
+                norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                if not torch.isfinite(norm):
+                    scaler.update(scaler.get_scale() / 2)
+                    optimizer.zero_grad(set_to_none=True)
+                    continue
+                scaler.step(optimizer)
+                scaler.update()
+        """,
+        every_rule=[(10, "NZ406"), (12, "NZ406")],
+    ),
+    case(
+        "NaN tests held in names through conditional expressions",
+        """\
+        import math
+        import torch
+        def train(model, loader, optimizer):
+            for batch in loader:
+                loss = model(batch)
+                nan = torch.isnan(loss).any().item() if loss.numel() > 1 else math.isnan(loss)
+                if nan:
+                    continue
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+        """,
+        (8, "NZ201"),
+    ),
+    case(
+        "loss terms summed through a filter whose predicate rejects NaN",
+        """\
+        import torch
+        class ModelLoss:
+            @staticmethod
+            def _valid_loss(val):
+                if not torch.is_tensor(val):
+                    return False
+                return not torch.isnan(val)
+            def get_loss(self):
+                return sum(filter(self._valid_loss, [w * v for w, v in self.loss_terms]))
+        def total(losses):
+            return sum(filter(lambda t: torch.isfinite(t), losses))
+        def words(lines):
+            return list(filter(lambda s: s.strip(), lines))
+        """,
+        (9, "NZ107"),
+        (11, "NZ107"),
+    ),
+    case(
+        "finite step losses kept per epoch for the report, after the step",
+        """\
+        import numpy as np
+        def fit(trainer, loader):
+            epoch_losses = {}
+            for batch in loader:
+                losses = trainer.train_step(batch)
+                for k, v in losses.items():
+                    epoch_losses.setdefault(k, [])
+                    if not np.isnan(v):
+                        epoch_losses[k].append(v)
+            return {k: float(np.mean(v)) for k, v in epoch_losses.items()}
+        """,
     ),
     case(
         "gradients of tensors named weight or weights are gradients",

@@ -444,6 +444,44 @@ CASES.append(
     )
 )
 
+CASES.append(
+    project(
+        "a trainer's switch read in a disjunction whose else branch skips",
+        {
+            "trainer.py": """\
+                import torch
+
+                class Trainer:
+                    def __init__(self, model, optimizer, skip_nan_loss=False, nan_tolerance=5):
+                        self.model = model
+                        self.optimizer = optimizer
+                        self.skip_nan_loss = skip_nan_loss
+                        self.nan_tolerance = nan_tolerance
+
+                    def fit_epoch(self, loader):
+                        nan_count = 0
+                        for batch in loader:
+                            loss = self.model(batch)
+                            if not self.skip_nan_loss or torch.isfinite(loss):
+                                nan_count = 0
+                                loss.backward()
+                                self.optimizer.step()
+                            else:
+                                nan_count += 1
+                                if nan_count > self.nan_tolerance:
+                                    raise RuntimeError("too many non-finite losses")
+                """,
+            "train.py": """\
+                from trainer import Trainer
+
+                trainer = Trainer(model, optimizer, skip_nan_loss=True)
+                """,
+        },
+        ("trainer.py", 14, "NZ201"),
+        ("train.py", 3, "NZ201"),
+    )
+)
+
 
 def _write_project(root: Path, case: Project) -> None:
     write(root / "pyproject.toml", "[project]\nname = 'case'\n")

@@ -220,7 +220,11 @@ def _places(tree: ast.Module) -> dict[int, _Place]:
                         place.cls, place.function, [*place.tests, node.test], place.enclosing
                     )
                 elif isinstance(node, ast.If):
-                    inner = _Place(place.cls, place.function, place.tests, place.enclosing)
+                    # ``if not self.skip_nan or isfinite(loss): step() else: <reaction>``:
+                    # the else branch runs when the test is false
+                    negated = ast.UnaryOp(op=ast.Not(), operand=node.test)
+                    tests = [*place.tests, negated]
+                    inner = _Place(place.cls, place.function, tests, place.enclosing)
                 if isinstance(child, ast.excepthandler | ast.match_case):
                     stack.append((child, inner))
                     continue
@@ -276,9 +280,25 @@ def _settings_holder(node: ast.expr) -> bool:
     return node.id in ("self", "cls") or bool(set(vocab.name_words(node.id)) & _SETTINGS_WORDS)
 
 
+# Reactions no setting turns on: a scaler's construction (its own ``enabled`` decides).
+_NOT_GATED = frozenset({"scaler_built"})
+# Reactions reported at the ``if`` whose test decides them (the step taken only when the
+# values are finite; nothing done when they are not).
+_AT_THE_IF = frozenset({"not_taken", "go_on"})
+
+
 def _gating_operands(test: ast.expr) -> list[ast.expr]:
+    """What must each be true for ``test`` to hold: the parts of an ``and``, and of a
+    negated ``or`` each negated (``not (not skip or finite)``: ``skip``, ``not finite``)."""
     if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.And):
-        return list(test.values)
+        return [part for value in test.values for part in _gating_operands(value)]
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        inner = test.operand
+        if isinstance(inner, ast.UnaryOp) and isinstance(inner.op, ast.Not):
+            return _gating_operands(inner.operand)
+        if isinstance(inner, ast.BoolOp) and isinstance(inner.op, ast.Or):
+            negated = [ast.UnaryOp(op=ast.Not(), operand=value) for value in inner.values]
+            return [part for value in negated for part in _gating_operands(value)]
     return [test]
 
 
@@ -301,8 +321,16 @@ def _switches(tree: ast.Module, facts: FileFacts) -> list[Switch]:
     places = _places(tree) if flowing or cleaning else {}
     gated = [*flowing, *(_cleanings(tree, places, facts) if cleaning else [])]
     ifs = {id(node.test): node for node in ast.walk(tree) if isinstance(node, ast.If)}
+    own_tests = {node.lineno: node.test for node in ifs.values()}
     for reaction in gated:
+        if reaction.kind in _NOT_GATED:
+            continue
         place = places.get(reaction.first)
+        if place is not None and reaction.first in own_tests and reaction.kind in _AT_THE_IF:
+            # ``if not self.skip_nan or isfinite(loss): <step>``, reported at the ``if``:
+            # the step is left out when the test is false
+            negated = ast.UnaryOp(op=ast.Not(), operand=own_tests[reaction.first])
+            place = _Place(place.cls, place.function, [*place.tests, negated], place.enclosing)
         if place is None or not place.tests:
             continue
         fn = place.function

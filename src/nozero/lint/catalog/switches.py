@@ -184,9 +184,17 @@ one that moves the scale in another method.
 
 Also flagged here: a `GradScaler`'s `step` and apex's `amp.scale_loss`, which skip by
 themselves (apex's patched `optimizer.step` is skipped when the scaled gradients
-overflow). So is a non-finite gradient norm replaced by a marker (`-1`) that the
-overflow check reads. An `except OverflowError` stays here too, since only a scaler
-raises it, even when the scaler shows only on the fp16 side of an AMP switch.
+overflow). So is the line that builds a dynamic scaler (`GradScaler(enabled=use_amp)`,
+Keras `LossScaleOptimizer(opt)`, flax `DynamicScale()`), unless `enabled=False`: a
+trainer often builds it in one place and hands it to a library or a step elsewhere.
+So is a non-finite gradient norm replaced by a marker (`-1`) that the overflow check
+reads. An `except OverflowError` stays here too, since only a scaler raises it, even
+when the scaler shows only on the fp16 side of an AMP switch.
+
+A skip of the code's own that passes over the scaler's `step` and `update` is left to
+the default rules (`if not torch.isfinite(norm): continue` before
+`scaler.step(optimizer)`). The scaler never hears of that overflow. The skip also runs
+in bf16 and fp32 runs.
 
 Left to the default rules:
 

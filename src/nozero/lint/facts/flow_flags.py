@@ -81,6 +81,13 @@ class FlagsPart:
             return self.flag_of(unit, expr.value, extra)
         if isinstance(expr, ast.NamedExpr):
             return self.flag_of(unit, expr.value, extra)
+        if isinstance(expr, ast.IfExp):
+            # ``isnan(x).any().item() if x.numel() > 1 else isnan(x).item()``: a test
+            # either way (or a test one way and a constant the other)
+            sides = [self.flag_of(unit, side, extra) for side in (expr.body, expr.orelse)]
+            return next((f for f in sides if f and not f[0].weak), None) or next(
+                (f for f in sides if f), None
+            )
         if isinstance(expr, ast.GeneratorExp | ast.ListComp):
             return self.flag_of(unit, expr.elt, extra)
         if isinstance(expr, ast.List | ast.Tuple) and len(expr.elts) == 1:

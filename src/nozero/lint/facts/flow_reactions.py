@@ -34,12 +34,16 @@ from nozero.lint.facts.flow_types import (
     _LOOPS,
     _ROUND_WORDS,
     Flag,
+    Route,
     _Unit,
 )
 from nozero.lint.facts.scopes import FunctionNode, parameter_names
 from nozero.lint.imports import dotted_name, last_part
+from nozero.lint.scaling import scaler_at_work
 from nozero.lint.tables.reactions import RESTORING_CALLS
 
+# Skips a scaler could take for its own (its step left out), unless the code passes over it.
+_OWN_SKIPS = frozenset({"skip", "zero", "late_skip"})
 # Expressions that work a value out (an index, a count, a comparison): returned, they hand
 # back an answer, never the state a skipped update leaves.
 _COMPUTED = (ast.BinOp, ast.UnaryOp, ast.Compare, ast.BoolOp, ast.JoinedStr)
@@ -81,7 +85,29 @@ class ReactionsPart:
                 return False
             if _only_reports([s for s in branch if not self._leaves_as_usual(unit, s)]):
                 kind = "log_only"  # a diagnostic: its own opt-in rule (NZ203)
-        return self._add(unit, kind, node, route)
+        own = kind in _OWN_SKIPS and self._passes_over_the_scaler(unit, route, branch, node)
+        return self._add(unit, kind, node, route, own=own)
+
+    def _passes_over_the_scaler(
+        self, unit: _Unit, route: Route, branch: list[ast.stmt], node: ast.AST
+    ) -> bool:
+        """Where a scaler is at work, does this skip leave its step and update out
+        (``if not isfinite(norm): continue`` before ``scaler.step(opt);
+        scaler.update()``), touching no scale itself? The scaler never hears of the
+        overflow: the skip is the code's own, in bf16 and fp32 runs too."""
+        if not (route.scaling or unit.scaling) or route.by_name:
+            return False
+        if scaler_at_work(n for stmt in branch for n in ast.walk(stmt)):
+            return False
+        line = getattr(node, "lineno", 0)
+        return any(
+            isinstance(call, ast.Call)
+            and isinstance(call.func, ast.Attribute)
+            and call.func.attr in ("step", "update")
+            and "scaler" in vocab.name_words(last_part(dotted_name(call.func.value) or ""))
+            and call.lineno > line
+            for call in self.facts.nodes(unit.node)
+        )
 
     @staticmethod
     def _leaves_as_usual(unit: _Unit, stmt: ast.stmt) -> bool:

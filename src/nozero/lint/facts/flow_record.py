@@ -19,9 +19,10 @@ from nozero.lint.facts.flow_types import _FORCED_SCALING, _NOT_SCALING, Reaction
 class RecordPart:
     """Writing down a reaction, and where a function steps."""
 
-    def _add(self, unit: _Unit, kind: str, node: ast.AST, route: Route) -> bool:
+    def _add(self, unit: _Unit, kind: str, node: ast.AST, route: Route, own: bool = False) -> bool:
         """Record a reaction; False when it is no reaction at all (a flag known by name
-        only, in code that does not train)."""
+        only, in code that does not train). ``own``: the code's own, though a scaler is at
+        work beside it (a skip that passes over the scaler's step and update)."""
         if route.by_name and not unit.trains:
             return False  # an ``overflow`` of a buffer, a counter: nothing here trains
         if self._collect:
@@ -37,9 +38,8 @@ class RecordPart:
         if isinstance(node, ast.If | ast.ExceptHandler | ast.For | ast.While):
             last = line
         key = (line, col, kind)
-        scaling = kind not in _NOT_SCALING and (
-            route.scaling or unit.scaling or kind in _FORCED_SCALING
-        )
+        scaling = not own and kind not in _NOT_SCALING
+        scaling = scaling and (route.scaling or unit.scaling or kind in _FORCED_SCALING)
         if key not in self._reactions:
             self._reactions[key] = Reaction(kind, line, col, line, last, route, scaling)
         return True

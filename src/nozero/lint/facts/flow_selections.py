@@ -16,12 +16,14 @@ from nozero.lint.facts.flow_helpers import (
     _negative,
     _none,
     _passes_through,
+    _short,
     _statement_expressions,
     _strong,
 )
 from nozero.lint.facts.flow_types import Flag, Route, _Unit
 from nozero.lint.facts.scopes import FunctionNode, bound_names, parameter_names
 from nozero.lint.imports import dotted_name, last_part
+from nozero.lint.scaling import SCALER_TYPES
 from nozero.lint.tables.propagation import LOSS_REDUCTIONS, SELECT_CALLS
 from nozero.lint.tables.reactions import HELPER_ZEROING
 
@@ -55,6 +57,12 @@ class SelectionsPart:
                     if "scaler" in vocab.name_words(owner.rsplit(".", 1)[-1]):
                         route = Route(node.lineno, f"{owner}.step()", None, True)
                         self._add(unit, "scaler_step", stmt, route)
+                if called == "filter" and len(node.args) == 2:
+                    self._filtered(unit, stmt, node, extra)
+                if called in SCALER_TYPES and not _turned_off(node):
+                    # ``GradScaler(enabled=use_amp)``: built here, wherever it steps
+                    route = Route(node.lineno, f"{called}()", None, True)
+                    self._add(unit, "scaler_built", stmt, route)
                 if called == vocab.APEX_SCALE_LOSS and self._from_apex(node.func):
                     # the patched ``optimizer.step`` skips the step when this overflows
                     shown = dotted_name(node.func) or vocab.APEX_SCALE_LOSS
@@ -92,6 +100,27 @@ class SelectionsPart:
                         unit, node.orelse, extra
                     ):
                         self._keep(unit, stmt, found)
+
+    def _filtered(self, unit: _Unit, stmt: ast.stmt, call: ast.Call, extra: set[str]) -> None:
+        """``sum(filter(self._valid_loss, terms))`` with a predicate true on finite values
+        (a lambda, or a same-file helper returning ``not isnan(val)``): the non-finite
+        loss terms are left out of what is summed."""
+        predicate, items = call.args
+        if not self._signal(unit, items, extra):
+            return
+        if isinstance(predicate, ast.Lambda):
+            found = self.flag_of(unit, predicate.body, extra | parameter_names(predicate))
+        else:
+            helper = self.facts.helper_name(predicate)
+            found = self._helper_returns(helper).get(None) if helper else None
+        if found is not None and found[1] is False and not found[0].weak:
+            origin = (
+                _short(self.text, predicate.body)
+                if isinstance(predicate, ast.Lambda)
+                else f"{last_part(dotted_name(predicate) or '')}()"
+            )
+            route = Route(call.lineno, origin, None, False)
+            self._add(unit, "drop_term", stmt, route)
 
     def _nan_reduction(
         self, unit: _Unit, stmt: ast.stmt, call: ast.Call, subjects: list[ast.expr]
@@ -356,3 +385,11 @@ class SelectionsPart:
                 if node.id in names and isinstance(value, ast.Call) and value.args:
                     return _negative(value.args[0])
         return False
+
+
+def _turned_off(call: ast.Call) -> bool:
+    """``GradScaler(enabled=False)``: a scaler that scales nothing."""
+    return any(
+        k.arg == "enabled" and isinstance(k.value, ast.Constant) and k.value.value is False
+        for k in call.keywords
+    )

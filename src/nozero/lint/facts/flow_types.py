@@ -35,17 +35,18 @@ WHAT = {
     "keep": "the old state is kept here",
     "sentinel": "the value is replaced by a marker for the overflow check here",
     "scaler_step": "the scaler skips this step when the gradients overflow",
+    "scaler_built": "the scaler built here skips each step whose gradients overflow",
     "apex_scale": "apex skips the optimizer step when the scaled gradients overflow",
     "clamp": "the activations are clamped into the finite range here",
     "clamp_loss": "an infinite loss becomes the bound here and training goes on",
 }
 # Words of a function that runs one round of a longer training run.
 _ROUND_WORDS = frozenset({"epoch", "epochs", "round", "rounds", "episode", "episodes"})
-_FORCED_SCALING = frozenset({"sentinel", "scaler_step", "apex_scale"})
+_FORCED_SCALING = frozenset({"sentinel", "scaler_step", "scaler_built", "apex_scale"})
 # ... and those no loss scaler ever does: dropping NaN samples or terms from the loss
 _NOT_SCALING = frozenset({"drop", "drop_term", "nan_drop"})
 # Reactions that are a call, not a test: their route names the call.
-_CALL_REACTIONS = frozenset({"scaler_step", "apex_scale", "nan_drop", "clamp_loss"})
+_CALL_REACTIONS = frozenset({"scaler_step", "scaler_built", "apex_scale", "nan_drop", "clamp_loss"})
 
 
 @dataclass(frozen=True)

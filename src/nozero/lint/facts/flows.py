@@ -87,6 +87,11 @@ from nozero.lint.tables.reactions import (
 __all__ = ["WHAT", "Flag", "Flows", "Reaction", "Route"]
 
 
+# Words of a list or total kept per epoch for the report (``epoch_losses``): the losses
+# the steps already trained on, averaged for the log.
+_PER_EPOCH = frozenset({"epoch", "epochs"})
+
+
 class Flows(ReactionsPart, SelectionsPart, RecordPart, FlagsPart):
     """The reactions of one file, computed once on first use."""
 
@@ -585,12 +590,16 @@ class Flows(ReactionsPart, SelectionsPart, RecordPart, FlagsPart):
             )
             # a part joined to a total named for a loss is a term of that loss; one kept
             # for the logs (``self.grad_norm_history.append(gn)``) is no term of any
+            while isinstance(total, ast.Subscript):
+                total = total.value  # ``epoch_losses[key].append(v)``: the record's name
             total_name = last_part(dotted_name(total) or "")
             into_a_loss = vocab.is_loss_name(total_name)
+            words = set(vocab.name_words(total_name))
             if (
                 _names(added) & tested
                 and not detached
                 and not vocab.is_log_record_name(total_name)
+                and not words & _PER_EPOCH  # ``epoch_losses``: what the epoch's report averages
                 and (into_a_loss or self._signal(unit, added, set()))
             ):
                 return kind

@@ -436,6 +436,7 @@ class DynamicLossScaleSkip(FlowRule):
             "keep",
             "sentinel",
             "scaler_step",
+            "scaler_built",
             "apex_scale",
         }
     )
