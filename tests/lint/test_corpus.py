@@ -4196,6 +4196,71 @@ HAND_WRITTEN = [
         """,
     ),
     case(
+        "a handler that re-raises only out-of-memory errors goes on from all the others",
+        """\
+        import logging
+        import torch
+        def train(model, loader, optimizer):
+            for batch in loader:
+                try:
+                    loss = model(batch)
+                    if not torch.isfinite(loss):
+                        logging.warning("non-finite loss")
+                    loss.backward()
+                    optimizer.step()
+                except RuntimeError as e:
+                    if "out of memory" in str(e).lower():
+                        raise e
+                    else:
+                        logging.error("runtime error during training: %s", e)
+                        continue
+        """,
+        (11, "NZ301"),
+    ),
+    case(
+        "a handler that re-raises NaN errors and goes on from out-of-memory ones",
+        """\
+        import torch
+        def train(model, loader, optimizer):
+            for batch in loader:
+                try:
+                    loss = model(batch)
+                    loss.backward()
+                    optimizer.step()
+                except RuntimeError as e:
+                    if "nan" in str(e).lower():
+                        raise
+                    torch.cuda.empty_cache()
+                    continue
+        """,
+    ),
+    case(
+        "JAX step metrics: the loss read from the metrics dict, the last checkpoint restored",
+        """\
+        import numpy as np
+        def fit(state, batches, train_step, mngr):
+            for batch in batches:
+                state, metrics = train_step(state, batch)
+                if np.isnan(metrics["loss"]) or np.isinf(metrics["grad_norm"]):
+                    restored = mngr.restore(mngr.best_step())["state"]
+                    state = state.replace(params=restored["params"])
+        """,
+        (6, "NZ410"),
+    ),
+    *opt_in_or_not(
+        "a flax DynamicScale built for half precision",
+        """\
+        import jax.numpy as jnp
+        from flax.training import dynamic_scale as dynamic_scale_lib
+        def create_train_state(params, tx, half_precision):
+            dynamic_scale = None
+            if half_precision:
+                dynamic_scale = dynamic_scale_lib.DynamicScale()
+            return TrainState.create(params=params, tx=tx, dynamic_scale=dynamic_scale)
+        """,
+        every_rule=[(6, "NZ406")],
+    ),
+    case(
         "gradients of tensors named weight or weights are gradients",
         """\
         import torch
@@ -4206,26 +4271,6 @@ HAND_WRITTEN = [
         """,
         (3, "NZ101"),
         (4, "NZ101"),
-    ),
-    case(
-        "a setting that chooses stepping or accumulating holds the finiteness decision",
-        """\
-        import mindspore as ms
-        from mindspore.amp import all_finite
-        def create_step(grad_fn, optimizer, overflow_still_update=False):
-            def train_step(x, label, optimizer_update=True):
-                loss, grads = grad_fn(x, label)
-                finite = all_finite(grads)
-                if optimizer_update:
-                    if finite:
-                        loss = ms.ops.depend(loss, optimizer(grads))
-                    else:
-                        if overflow_still_update:
-                            loss = ms.ops.depend(loss, optimizer(grads))
-                return loss, finite
-            return train_step
-        """,
-        (12, "NZ106"),
     ),
     case(
         "detached copies handed to a helper that cleans them for target assignment",

@@ -482,6 +482,37 @@ CASES.append(
     )
 )
 
+LOOK_ALIKES.append(
+    project(
+        "a setting choosing between two branches that both zero NaN gradients",
+        {
+            "train.py": """\
+                import torch
+
+                def train(model, loader, optimizer, scaler, use_amp=True):
+                    for batch in loader:
+                        loss = model(batch)
+                        if use_amp:
+                            scaler.scale(loss).backward()
+                            scaler.unscale_(optimizer)
+                            for p in model.parameters():
+                                if p.grad is not None and torch.isnan(p.grad).any():
+                                    p.grad.zero_()
+                            scaler.step(optimizer)
+                            scaler.update()
+                        else:
+                            loss.backward()
+                            for p in model.parameters():
+                                if p.grad is not None and torch.isnan(p.grad).any():
+                                    p.grad.zero_()
+                            optimizer.step()
+                """,
+        },
+        ("train.py", 11, "NZ201"),
+        ("train.py", 18, "NZ201"),
+    )
+)
+
 
 def _write_project(root: Path, case: Project) -> None:
     write(root / "pyproject.toml", "[project]\nname = 'case'\n")

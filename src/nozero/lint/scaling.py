@@ -19,19 +19,8 @@ from functools import lru_cache
 from nozero.lint import vocab
 from nozero.lint.imports import dotted_name
 from nozero.lint.lines import line_starts
+from nozero.lint.tables.sources import SCALER_TYPES
 
-# Classes whose instances scale the loss dynamically (torch, flax, Keras, fairseq, apex).
-SCALER_TYPES = frozenset(
-    {
-        "GradScaler",
-        "ShardedGradScaler",
-        "DynamicScale",
-        "LossScaleOptimizer",
-        "DynamicLossScaler",
-        "DynamicGradScaler",
-        "LossScaler",
-    }
-)
 # Calls that adjust or apply a dynamic loss scale wherever they appear.
 SCALE_CALLS = frozenset(
     {

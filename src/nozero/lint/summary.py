@@ -223,6 +223,7 @@ def _places(tree: ast.Module) -> dict[int, _Place]:
                     # ``if not self.skip_nan or isfinite(loss): step() else: <reaction>``:
                     # the else branch runs when the test is false
                     negated = ast.UnaryOp(op=ast.Not(), operand=node.test)
+                    negated.gate = node  # type: ignore[attr-defined]  # the ``if`` it negates
                     tests = [*place.tests, negated]
                     inner = _Place(place.cls, place.function, tests, place.enclosing)
                 if isinstance(child, ast.excepthandler | ast.match_case):
@@ -322,6 +323,7 @@ def _switches(tree: ast.Module, facts: FileFacts) -> list[Switch]:
     gated = [*flowing, *(_cleanings(tree, places, facts) if cleaning else [])]
     ifs = {id(node.test): node for node in ast.walk(tree) if isinstance(node, ast.If)}
     own_tests = {node.lineno: node.test for node in ifs.values()}
+    reacting = {reaction.line for reaction in gated}
     for reaction in gated:
         if reaction.kind in _NOT_GATED:
             continue
@@ -341,6 +343,8 @@ def _switches(tree: ast.Module, facts: FileFacts) -> list[Switch]:
         for test in place.tests:
             if _decides_both_ways(ifs.get(id(test)), flags, reaction.route.line):
                 continue  # ``if optimizer_update: if finite: step() else: ...``: the whole step
+            if _reacts_either_way(test, ifs, reacting):
+                continue  # ``if use_amp: <skip> else: <the same skip>``: no choice about NaNs
             for operand in _gating_operands(test):
                 ref = switch_reference(operand, parameters)
                 if ref is None or ref[1] in flags:
@@ -350,6 +354,23 @@ def _switches(tree: ast.Module, facts: FileFacts) -> list[Switch]:
     for switch in _forwarded_keys(tree, [s for s in found.values() if s.kind == "param"]):
         found.setdefault((switch.kind, switch.function, switch.name), switch)
     return list(found.values())
+
+
+def _reacts_either_way(test: ast.expr, ifs: dict[int, ast.If], reacting: set[int]) -> bool:
+    """Does the other branch of the ``if`` whose test (or its negation) gates a reaction
+    react too (``if stereo_context: <drop NaN losses> else: <drop them too>``)? Then the
+    setting chooses between two ways of training, not whether NaNs are hidden."""
+    gate = ifs.get(id(test))
+    other = gate.orelse if gate is not None else []
+    if gate is None:
+        gate = getattr(test, "gate", None)
+        other = gate.body if gate is not None else []
+    lines = {
+        line
+        for statement in other
+        for line in range(statement.lineno, (statement.end_lineno or statement.lineno) + 1)
+    }
+    return bool(lines & reacting)
 
 
 def _decides_both_ways(gate: ast.If | None, flags: set[str | None], line: int) -> bool:

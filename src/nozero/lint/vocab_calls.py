@@ -29,6 +29,7 @@ from nozero.lint.tables.sources import (
     NONFINITE_EXCEPTIONS,
     OVERFLOW_HELPERS,
     PREDICATES,
+    SCALER_TYPES,
 )
 from nozero.lint.tables.switches import (
     ANOMALY_DETECTION,
@@ -98,6 +99,7 @@ FLOW_WORDS = frozenset(
     | BAD_FLAG_NAMES
     | GOOD_FLAG_NAMES
     | {"OverflowError", CTC_KEYWORD, "scaler", "_scaler", "grad_scaler", "loss_scaler"}
+    | SCALER_TYPES  # the line that builds a scaler (NZ406)
     | {APEX_SCALE_LOSS}
     | NAN_REDUCTIONS
 )
@@ -121,6 +123,7 @@ FLOW_CORES = (
     "is_fin",
     CTC_KEYWORD,
     "scaler",
+    "Scale",  # GradScaler, DynamicScale, LossScaleOptimizer
     APEX_SCALE_LOSS,
 )
 assert all(any(core in word for core in FLOW_CORES) for word in FLOW_WORDS)

@@ -18,6 +18,7 @@ from nozero.lint.facts.scopes import FileFacts, source_segment
 from nozero.lint.imports import dotted_name, last_part
 from nozero.lint.tables.propagation import JOINS
 from nozero.lint.tables.reactions import PARAMETER_SOURCES, REPORTING_CALLS
+from nozero.lint.tables.sources import SCALER_TYPES
 
 # ---- small syntactic helpers --------------------------------------------------------
 _TRAINING_WORDS = frozenset({"train", "step", "backward", "update", "updates", "optimizer"})
@@ -245,7 +246,8 @@ def _negative(node: ast.expr) -> bool:
 
 
 # Words without which no function holds a finiteness fact of its own.
-_SOURCE_WORDS = frozenset(vocab.PREDICATES | vocab.FLOW_WORDS)
+# ... and the scalers' own names, so that the line building one is read (NZ406)
+_SOURCE_WORDS = frozenset(vocab.PREDICATES | vocab.FLOW_WORDS | SCALER_TYPES)
 
 
 def _child_statements(node: ast.AST):

@@ -40,7 +40,7 @@ from nozero.lint.facts.flow_types import (
 from nozero.lint.facts.scopes import FunctionNode, parameter_names
 from nozero.lint.imports import dotted_name, last_part
 from nozero.lint.scaling import scaler_at_work
-from nozero.lint.tables.reactions import RESTORING_CALLS
+from nozero.lint.tables.reactions import RESTORING_CALLS, ROLLBACK_CALLS
 
 # Skips a scaler could take for its own (its step left out), unless the code passes over it.
 _OWN_SKIPS = frozenset({"skip", "zero", "late_skip"})
@@ -439,6 +439,11 @@ class ReactionsPart:
         shape = ast.dump(stmt)
         if sum(ast.dump(s) == shape for s in self._statements(unit.node)) > 1:
             return False
+        value = stmt.value
+        while isinstance(value, ast.Subscript):
+            value = value.value  # ``mngr.restore(step)["state"]``
+        if isinstance(value, ast.Call) and self._called(value) in ROLLBACK_CALLS:
+            return True  # ``state = mngr.restore(best_step)``: the last good checkpoint
         if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
             target = stmt.targets[0]
             return (

@@ -23,9 +23,9 @@ from nozero.lint.facts.flow_helpers import (
 from nozero.lint.facts.flow_types import Flag, Route, _Unit
 from nozero.lint.facts.scopes import FunctionNode, bound_names, parameter_names
 from nozero.lint.imports import dotted_name, last_part
-from nozero.lint.scaling import SCALER_TYPES
 from nozero.lint.tables.propagation import LOSS_REDUCTIONS, SELECT_CALLS
 from nozero.lint.tables.reactions import HELPER_ZEROING
+from nozero.lint.tables.sources import SCALER_TYPES
 
 
 class SelectionsPart:
@@ -93,6 +93,10 @@ class SelectionsPart:
                 branches = (node.body, node.orelse)
                 if found and _passes_through(found, node.test, node.body, node.orelse):
                     continue
+                if found and _read_names(node.body) | _read_names(node.orelse) <= _read_names(
+                    node.test
+                ):
+                    continue  # ``finite.index(False) if False in finite else len(finite)``
                 # a constant is NZ103's; None is no old state: it marks the value missing,
                 # and anything that computes with it fails loudly
                 if found and not any(self.facts.is_constant(b) or _none(b) for b in branches):
@@ -393,3 +397,9 @@ def _turned_off(call: ast.Call) -> bool:
         k.arg == "enabled" and isinstance(k.value, ast.Constant) and k.value.value is False
         for k in call.keywords
     )
+
+
+def _read_names(node: ast.expr) -> set[str]:
+    """The plain names whose values ``node`` reads (not the functions it calls)."""
+    called = {id(n.func) for n in ast.walk(node) if isinstance(n, ast.Call)}
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and id(n) not in called}

@@ -74,6 +74,8 @@ class ExpressionFacts:
                     return True  # ``self.optimizer.state``: the optimizer's moments
             elif isinstance(node, ast.Call) and self._call_returns_signal(node, scope):
                 return True
+            elif isinstance(node, ast.Subscript) and _keyed_signal(node):
+                return True  # ``metrics["loss"]`` handed back by a JAX step: the loss itself
         return False
 
     def _signal_carriers(self, expr: ast.expr) -> Iterator[ast.AST]:
@@ -326,3 +328,13 @@ class ExpressionFacts:
             for child in ast.iter_child_nodes(expr)
             if isinstance(child, ast.expr)
         )
+
+
+def _keyed_signal(node: ast.Subscript) -> bool:
+    """``metrics["loss"]``, ``logs["train/loss"]``, ``out["grad_norm"]``: an entry whose
+    key names the loss or the gradients, whatever the record holding it is called."""
+    key = node.slice
+    if not (isinstance(key, ast.Constant) and isinstance(key.value, str)):
+        return False
+    name = key.value.replace("/", ".").rsplit(".", 1)[-1]
+    return name.isidentifier() and vocab.is_signal_name(name)

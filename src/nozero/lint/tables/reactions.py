@@ -256,5 +256,15 @@ RESTORING_CALLS = frozenset(
         "load_state_dict",  # model.load_state_dict(last_good_state)
     }
 )
+# Calls that reload a saved checkpoint, whatever they are called on (orbax's
+# ``mngr.restore(step)``, ``trainer.load_checkpoint(path)``): a roll-back.
+ROLLBACK_CALLS = frozenset(
+    {
+        "restore",  # state = mngr.restore(mngr.best_step())
+        "restore_checkpoint",  # flax: checkpoints.restore_checkpoint(ckpt_dir, state)
+        "load_checkpoint",  # trainer.load_checkpoint(last_good)
+        "reload_checkpoint",  # self.reload_checkpoint()
+    }
+)
 # Calls whose results are a model's parameters: their loop variables are parameters.
 PARAMETER_SOURCES = frozenset({"parameters", "named_parameters"})

@@ -112,6 +112,19 @@ BROAD_EXCEPTIONS = frozenset(
     }
 )
 
+# Classes whose instances scale the loss dynamically (torch, flax, Keras, fairseq, apex).
+SCALER_TYPES = frozenset(
+    {
+        "GradScaler",  # torch.amp.GradScaler("cuda"), torch.cuda.amp.GradScaler()
+        "ShardedGradScaler",  # FSDP's: ShardedGradScaler()
+        "DynamicScale",  # flax: dynamic_scale_lib.DynamicScale()
+        "LossScaleOptimizer",  # keras.mixed_precision.LossScaleOptimizer(opt)
+        "DynamicLossScaler",  # fairseq, DeepSpeed, LOMO: DynamicLossScaler(init_scale=...)
+        "DynamicGradScaler",  # Megatron: DynamicGradScaler(initial_scale=...)
+        "LossScaler",  # apex, DeepSpeed: a static or dynamic LossScaler
+    }
+)
+
 # ---- random draws ----------------------------------------------------------------
 # Calls that draw uniform random numbers: a finiteness test joined to a comparison with
 # one (``accept = (log_alpha > log(u)) & isfinite(log_p)``) is a sampler's acceptance test
