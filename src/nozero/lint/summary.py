@@ -321,6 +321,8 @@ def _switches(tree: ast.Module, facts: FileFacts) -> list[Switch]:
     # one walk of the statements, when a reaction or a cleaning may be gated
     places = _places(tree) if flowing or cleaning else {}
     gated = [*flowing, *(_cleanings(tree, places, facts) if cleaning else [])]
+    if not gated:
+        return list(found.values())
     ifs = {id(node.test): node for node in ast.walk(tree) if isinstance(node, ast.If)}
     own_tests = {node.lineno: node.test for node in ifs.values()}
     reacting = {reaction.line for reaction in gated}

@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import functools
+from collections.abc import Callable
 
 from nozero.lint import vocab
 from nozero.lint.facts import sources
@@ -97,16 +98,25 @@ class FlagsPart:
     def _against_a_random_draw(self, unit: _Unit, expr: ast.expr) -> bool:
         """``log_alpha > np.log(u)`` with ``u = rng.random(n)``, ``ratio > torch.rand(n)``:
         a comparison with a uniform random draw, in the expression or bound to a name."""
-        if not isinstance(expr, ast.Compare):
-            return False
+        if not isinstance(expr, ast.Compare) or not any(
+            draw in self.text for draw in sources.RANDOM_DRAWS
+        ):
+            return False  # most files draw nothing: one text search answers
         sides = (expr.left, *expr.comparators)
         names = {n.id for side in sides for n in ast.walk(side) if isinstance(n, ast.Name)}
-        drawn = [value for targets, value in self.facts.bindings(unit.node) if targets & names]
-        return any(
-            isinstance(node, ast.Call) and self._called(node) in sources.RANDOM_DRAWS
-            for root in (expr, *drawn)
-            for node in ast.walk(root)
-        )
+        return bool(names & self._drawn(unit)) or _draws(expr, self._called)
+
+    def _drawn(self, unit: _Unit) -> set[str]:
+        """The names the function binds to a uniform random draw (found once)."""
+        key = id(unit.node)
+        if key not in self._drawn_memo:
+            self._drawn_memo[key] = {
+                name
+                for targets, value in self.facts.bindings(unit.node)
+                if _draws(value, self._called)
+                for name in targets
+            }
+        return self._drawn_memo[key]
 
     def _compare(self, unit: _Unit, expr: ast.Compare, extra: set[str]) -> Flag | None:
         left, op, right = expr.left, expr.ops[0], expr.comparators[0]
@@ -414,3 +424,9 @@ def _is_limit(node: ast.expr) -> bool:
         )
     name = dotted_name(node)
     return bool(name) and vocab.names_limit(last_part(name))
+
+
+def _draws(node: ast.AST, called: Callable[[ast.Call], str]) -> bool:
+    return any(
+        isinstance(n, ast.Call) and called(n) in sources.RANDOM_DRAWS for n in ast.walk(node)
+    )

@@ -434,25 +434,27 @@ class ReactionsPart:
         ``p.data.copy_(backup[name])``, ``model.load_state_dict(last_good)``. Not when
         the function does the same on its other paths too (a meta-learning loop puts
         its models back after every inner run): that is routine, not a reaction."""
-        if not isinstance(stmt, ast.Assign | ast.Expr):
+        if not (isinstance(stmt, ast.Assign | ast.Expr) and self._restoring(unit, stmt)):
             return False
         shape = ast.dump(stmt)
-        if sum(ast.dump(s) == shape for s in self._statements(unit.node)) > 1:
-            return False
+        return sum(ast.dump(s) == shape for s in self._statements(unit.node)) == 1
+
+    def _restoring(self, unit: _Unit, stmt: ast.Assign | ast.Expr) -> bool:
         value = stmt.value
         while isinstance(value, ast.Subscript):
             value = value.value  # ``mngr.restore(step)["state"]``
         if isinstance(value, ast.Call) and self._called(value) in ROLLBACK_CALLS:
             return True  # ``state = mngr.restore(best_step)``: the last good checkpoint
-        if isinstance(stmt, ast.Assign) and len(stmt.targets) == 1:
+        if isinstance(stmt, ast.Assign):
             target = stmt.targets[0]
             return (
-                isinstance(target, ast.Attribute)
+                len(stmt.targets) == 1
+                and isinstance(target, ast.Attribute)
                 and target.attr == "data"
-                and dotted_name(target.value) in _parameter_names(unit.node)
                 and not self.facts.is_constant(_first_of_chain(stmt.value))
+                and dotted_name(target.value) in _parameter_names(unit.node)
             )
-        if not (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call)):
+        if not isinstance(stmt.value, ast.Call):
             return False
         func = stmt.value.func
         if not (isinstance(func, ast.Attribute) and func.attr in RESTORING_CALLS):

@@ -105,6 +105,7 @@ class Flows(ReactionsPart, SelectionsPart, RecordPart, FlagsPart):
         self._collect = False
         self._flag_lines: dict[str, list[int]] = {}
         self._given: dict[tuple[str, str], Flag] = {}
+        self._drawn_memo: dict[int, set[str]] = {}  # a function's names bound to random draws
 
     # ---- the front door -----------------------------------------------------------
     def reactions(self) -> list[Reaction]:
