@@ -47,6 +47,64 @@ def opt_in_or_not(
     )
 
 
+def _lightning_step_leaving_with(leave: str) -> str:
+    """A ``training_step`` that leaves with ``leave`` on a NaN loss, and otherwise records
+    the loss and hands back ``{"loss": loss}``."""
+    return textwrap.dedent(
+        f"""\
+        import torch
+        import pytorch_lightning as pl
+        class Model(pl.LightningModule):
+            def training_step(self, batch, batch_idx):
+                loss = self.compute_loss(batch)
+                if torch.isnan(loss) or torch.isinf(loss):
+                    print("NaN/Inf loss")
+                    {leave}
+                self.outputs.append(loss.detach())
+                return {{"loss": loss}}
+        """
+    )
+
+
+def _scaled_loop_skipping(branch: list[str]) -> str:
+    """A GradScaler loop whose non-finite gradient norm runs ``branch`` (line by line)
+    before the scaler's step and update."""
+    lines = "\n".join(f"                    {line}" for line in branch)
+    return textwrap.dedent(
+        f"""\
+        import torch
+        def train(model, loader, optimizer, scaler):
+            for batch in loader:
+                loss = model(batch)
+                scaler.scale(loss).backward()
+                scaler.unscale_(optimizer)
+                norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+                if not torch.isfinite(norm):
+{lines}
+                scaler.step(optimizer)
+                scaler.update()
+        """
+    )
+
+
+def _rolled_back(then: str) -> str:
+    """A loop that loads the last good weights on a NaN loss, then does ``then``."""
+    return textwrap.dedent(
+        f"""\
+        import torch
+        def train(model, loader, optimizer, last_good):
+            for batch in loader:
+                loss = model(batch)
+                if not torch.isfinite(loss):
+                    model.load_state_dict(last_good)
+                    {then}
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+        """
+    )
+
+
 def _warn_then_clean(cleaning: str) -> str:
     """A train step that warns on a NaN gradient, then cleans it with ``cleaning``."""
     head = textwrap.dedent(
@@ -4000,33 +4058,11 @@ HAND_WRITTEN = [
     ),
     case(
         "a Lightning step returns early on a NaN loss what it always returns: no skip",
-        """\
-        import torch
-        import pytorch_lightning as pl
-        class Model(pl.LightningModule):
-            def training_step(self, batch, batch_idx):
-                loss = self.compute_loss(batch)
-                if torch.isnan(loss) or torch.isinf(loss):
-                    print("NaN/Inf loss; not recorded")
-                    return {"loss": loss}
-                self.outputs.append(loss.detach())
-                return {"loss": loss}
-        """,
+        _lightning_step_leaving_with('return {"loss": loss}'),
     ),
     case(
         "a Lightning step returning None on a NaN loss still skips the step",
-        """\
-        import torch
-        import pytorch_lightning as pl
-        class Model(pl.LightningModule):
-            def training_step(self, batch, batch_idx):
-                loss = self.compute_loss(batch)
-                if torch.isnan(loss) or torch.isinf(loss):
-                    print("NaN/Inf loss; skipped")
-                    return None
-                self.outputs.append(loss.detach())
-                return {"loss": loss}
-        """,
+        _lightning_step_leaving_with("return None"),
         (8, "NZ201"),
     ),
     case(
@@ -4044,35 +4080,12 @@ HAND_WRITTEN = [
     ),
     case(
         "a model rolled back to its last good state on a NaN loss, and training goes on",
-        """\
-        import torch
-        def train(model, loader, optimizer, last_good):
-            for batch in loader:
-                loss = model(batch)
-                if not torch.isfinite(loss):
-                    model.load_state_dict(last_good)
-                    continue
-                optimizer.zero_grad()
-                loss.backward()
-                optimizer.step()
-                last_good = {k: v.clone() for k, v in model.state_dict().items()}
-        """,
+        _rolled_back("continue"),
         (6, "NZ410"),
     ),
     case(
         "a saved copy loaded after a NaN is raised about: the copy is for the post-mortem",
-        """\
-        import torch
-        def train(model, loader, optimizer, last_good):
-            for batch in loader:
-                loss = model(batch)
-                if not torch.isfinite(loss):
-                    model.load_state_dict(last_good)
-                    raise FloatingPointError("non-finite loss; last good weights restored")
-                optimizer.zero_grad()
-                loss.backward()
-                optimizer.step()
-        """,
+        _rolled_back('raise FloatingPointError("non-finite loss; last good weights restored")'),
     ),
     case(
         "models put back after every inner run, the meta-step only taken when finite",
@@ -4107,40 +4120,14 @@ HAND_WRITTEN = [
     ),
     case(
         "a grad-norm skip that passes over the GradScaler's step and update is the code's own",
-        """\
-        import torch
-        def train(model, loader, optimizer, scaler):
-            for batch in loader:
-                loss = model(batch)
-                scaler.scale(loss).backward()
-                scaler.unscale_(optimizer)
-                norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-                if not torch.isfinite(norm):
-                    optimizer.zero_grad(set_to_none=True)
-                    continue
-                scaler.step(optimizer)
-                scaler.update()
-                optimizer.zero_grad(set_to_none=True)
-        """,
+        _scaled_loop_skipping(["optimizer.zero_grad(set_to_none=True)", "continue"]),
         (9, "NZ201"),
     ),
     *opt_in_or_not(
         "a skip that lowers the scale itself is the scaler's",
-        """\
-        import torch
-        def train(model, loader, optimizer, scaler):
-            for batch in loader:
-                loss = model(batch)
-                scaler.scale(loss).backward()
-                scaler.unscale_(optimizer)
-                norm = torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-                if not torch.isfinite(norm):
-                    scaler.update(scaler.get_scale() / 2)
-                    optimizer.zero_grad(set_to_none=True)
-                    continue
-                scaler.step(optimizer)
-                scaler.update()
-        """,
+        _scaled_loop_skipping(
+            ["scaler.update(scaler.get_scale() / 2)", "optimizer.zero_grad()", "continue"]
+        ),
         every_rule=[(10, "NZ406"), (12, "NZ406")],
     ),
     case(
