@@ -513,6 +513,34 @@ LOOK_ALIKES.append(
     )
 )
 
+CASES.append(
+    project(
+        "a switch gating a log line and a roll-back is reported as turning the roll-back on",
+        {
+            "engine.py": """\
+                import numpy as np
+
+                def fit(state, batches, train_step, mngr, restart_by_nan=False):
+                    for batch in batches:
+                        state, metrics = train_step(state, batch)
+                        if np.isnan(metrics["loss"]) and restart_by_nan:
+                            if np.isnan(metrics["loss"]):
+                                print("NaN loss: reloading the last checkpoint")
+                            restored = mngr.restore(mngr.best_step())["state"]
+                            state = state.replace(params=restored["params"])
+                    return state
+                """,
+            "run.py": """\
+                from engine import fit
+
+                fit(state, batches, train_step, mngr, restart_by_nan=True)
+                """,
+        },
+        ("engine.py", 9, "NZ410"),
+        ("run.py", 3, "NZ410"),
+    )
+)
+
 
 def _write_project(root: Path, case: Project) -> None:
     write(root / "pyproject.toml", "[project]\nname = 'case'\n")

@@ -352,10 +352,19 @@ def _switches(tree: ast.Module, facts: FileFacts) -> list[Switch]:
                 if ref is None or ref[1] in flags:
                     continue
                 for switch in _switch_records(ref, place, reaction, tree):
-                    found.setdefault((switch.kind, switch.function, switch.name), switch)
+                    key = (switch.kind, switch.function, switch.name)
+                    if key not in found or _opt_in(found[key]) > _opt_in(switch):
+                        found[key] = switch  # the reaction the default rules report wins
     for switch in _forwarded_keys(tree, [s for s in found.values() if s.kind == "param"]):
         found.setdefault((switch.kind, switch.function, switch.name), switch)
     return list(found.values())
+
+
+def _opt_in(switch: Switch) -> bool:
+    """Is the reaction a switch turns on reported only by an opt-in rule (a check that
+    only logs, NZ203; dynamic loss scaling, NZ406)? A switch gating both a log line and a
+    roll-back is reported as turning the roll-back on."""
+    return switch.reaction == "log_only" or switch.scaling
 
 
 def _reacts_either_way(test: ast.expr, ifs: dict[int, ast.If], reacting: set[int]) -> bool:
