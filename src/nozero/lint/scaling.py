@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import ast
 from bisect import bisect_left, bisect_right
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from functools import lru_cache
 
 from nozero.lint import vocab
@@ -186,6 +186,17 @@ def _scale_adjusted(target: ast.expr, value: ast.expr) -> bool:
         ):
             return True
     return False
+
+
+def scaler_call(node: ast.AST, methods: Collection[str]) -> bool:
+    """``scaler.step(opt)``, ``self.grad_scaler.update()``: one of ``methods`` called on
+    an object named for a scaler."""
+    return (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr in methods
+        and "scaler" in _words(node.func.value)
+    )
 
 
 def _words(node: ast.AST) -> list[str]:

@@ -213,19 +213,8 @@ def _places(tree: ast.Module) -> dict[int, _Place]:
     while stack:
         node, place = stack.pop()
         for name in ("body", "orelse", "finalbody", "handlers", "cases"):
+            inner = _branch_place(node, name, place)
             for child in getattr(node, name, ()):
-                inner = place
-                if isinstance(node, ast.If) and name == "body":
-                    inner = _Place(
-                        place.cls, place.function, [*place.tests, node.test], place.enclosing
-                    )
-                elif isinstance(node, ast.If):
-                    # ``if not self.skip_nan or isfinite(loss): step() else: <reaction>``:
-                    # the else branch runs when the test is false
-                    negated = ast.UnaryOp(op=ast.Not(), operand=node.test)
-                    negated.gate = node  # type: ignore[attr-defined]  # the ``if`` it negates
-                    tests = [*place.tests, negated]
-                    inner = _Place(place.cls, place.function, tests, place.enclosing)
                 if isinstance(child, ast.excepthandler | ast.match_case):
                     stack.append((child, inner))
                     continue
@@ -240,6 +229,20 @@ def _places(tree: ast.Module) -> dict[int, _Place]:
                 else:
                     stack.append((child, inner))
     return found
+
+
+def _branch_place(node: ast.AST, branch: str, place: _Place) -> _Place:
+    """The place of the statements in ``node``'s ``branch``: an ``if``'s body adds its
+    test; its ``else`` the test negated (``if not self.skip_nan or isfinite(loss):
+    step() else: <reaction>`` runs the reaction when the test is false)."""
+    if not isinstance(node, ast.If):
+        return place
+    if branch == "body":
+        test: ast.expr = node.test
+    else:
+        test = ast.UnaryOp(op=ast.Not(), operand=node.test)
+        test.gate = node  # type: ignore[attr-defined]  # the ``if`` it negates
+    return _Place(place.cls, place.function, [*place.tests, test], place.enclosing)
 
 
 def switch_reference(operand: ast.expr, parameters: set[str]) -> tuple[str, str] | None:
@@ -392,7 +395,7 @@ def _decides_both_ways(gate: ast.If | None, flags: set[str | None], line: int) -
     if gate is None or gate.orelse:
         return False  # ``if skip_nan: <guarded step> else: <plain step>``: the switch decides
     names = {flag for flag in flags if flag}
-    for node in ast.walk(ast.Module(body=gate.body, type_ignores=[])):
+    for node in (n for statement in gate.body for n in ast.walk(statement)):
         if not (isinstance(node, ast.If) and node.orelse):
             continue
         parts = ast.walk(node.test)

@@ -39,7 +39,7 @@ from nozero.lint.facts.flow_types import (
 )
 from nozero.lint.facts.scopes import FunctionNode, parameter_names
 from nozero.lint.imports import dotted_name, last_part
-from nozero.lint.scaling import scaler_at_work
+from nozero.lint.scaling import scaler_at_work, scaler_call
 from nozero.lint.tables.reactions import RESTORING_CALLS, ROLLBACK_CALLS
 
 # Skips a scaler could take for its own (its step left out), unless the code passes over it.
@@ -101,11 +101,7 @@ class ReactionsPart:
             return False
         line = getattr(node, "lineno", 0)
         return any(
-            isinstance(call, ast.Call)
-            and isinstance(call.func, ast.Attribute)
-            and call.func.attr in ("step", "update")
-            and "scaler" in vocab.name_words(last_part(dotted_name(call.func.value) or ""))
-            and call.lineno > line
+            scaler_call(call, ("step", "update")) and call.lineno > line
             for call in self.facts.nodes(unit.node)
         )
 

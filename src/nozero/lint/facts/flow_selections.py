@@ -23,6 +23,7 @@ from nozero.lint.facts.flow_helpers import (
 from nozero.lint.facts.flow_types import Flag, Route, _Unit
 from nozero.lint.facts.scopes import FunctionNode, bound_names, parameter_names
 from nozero.lint.imports import dotted_name, last_part
+from nozero.lint.scaling import scaler_call
 from nozero.lint.tables.propagation import LOSS_REDUCTIONS, SELECT_CALLS
 from nozero.lint.tables.reactions import HELPER_ZEROING
 from nozero.lint.tables.sources import SCALER_TYPES
@@ -52,11 +53,10 @@ class SelectionsPart:
                             if isinstance(arg, ast.Lambda):
                                 extra |= parameter_names(arg)
                 self._select(unit, stmt, node, called, extra)
-                if called == "step" and isinstance(node.func, ast.Attribute):
-                    owner = dotted_name(node.func.value) or ""
-                    if "scaler" in vocab.name_words(owner.rsplit(".", 1)[-1]):
-                        route = Route(node.lineno, f"{owner}.step()", None, True)
-                        self._add(unit, "scaler_step", stmt, route)
+                if scaler_call(node, ("step",)):
+                    owner = dotted_name(node.func.value)  # type: ignore[attr-defined]
+                    route = Route(node.lineno, f"{owner}.step()", None, True)
+                    self._add(unit, "scaler_step", stmt, route)
                 if called == "filter" and len(node.args) == 2:
                     self._filtered(unit, stmt, node, extra)
                 if called in SCALER_TYPES and not _turned_off(node):

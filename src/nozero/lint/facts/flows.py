@@ -650,7 +650,7 @@ class Flows(ReactionsPart, SelectionsPart, RecordPart, FlagsPart):
         a whole value the model computed, not one it was given, put back to a constant
         (zeros, ones) when any element is not finite. The model's output goes on as if
         the model had made it. A matrix put back to the identity is a solver's fallback
-        (Koopa's least-squares operator): readers of three samples called it neither."""
+        (Koopa's least-squares operator): readers of two samples called it neither."""
         names = {key.removeprefix("self.") for key in targets if key}
         if not names & tested:
             return False

@@ -421,3 +421,19 @@ def parameter_defaults(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> dict[str, 
     defaults.update(zip((a.arg for a in positional[::-1]), args.defaults[::-1], strict=False))
     defaults.update(zip((a.arg for a in args.kwonlyargs), args.kw_defaults, strict=True))
     return defaults
+
+
+def string_key(node: ast.AST) -> str | None:
+    """The string key ``node`` stores or reads (``batch["k"]``, ``batch.get("k")``)."""
+    if isinstance(node, ast.Subscript):
+        key = node.slice
+    elif (
+        isinstance(node, ast.Call)
+        and isinstance(node.func, ast.Attribute)
+        and node.func.attr == "get"
+        and node.args
+    ):
+        key = node.args[0]
+    else:
+        return None
+    return key.value if isinstance(key, ast.Constant) and isinstance(key.value, str) else None

@@ -22,6 +22,7 @@ from nozero.lint.facts.scope_ast import (
     _values_in,
     parameter_defaults,
     parameter_names,
+    string_key,
 )
 from nozero.lint.imports import dotted_name, last_part
 
@@ -328,7 +329,7 @@ class SignalFacts:
             read: dict[str, set[str]] = {}
             for names, value in self.bindings(function):
                 for node in ast.walk(value):
-                    key = _key_of(node)
+                    key = string_key(node)
                     if key is not None:
                         read.setdefault(key, set()).update(names)
             for key, names in read.items():
@@ -493,7 +494,7 @@ def _stored_by_key(nodes: list[ast.AST]) -> list[tuple[str, ast.expr]]:
     stored: list[tuple[str, ast.expr]] = []
     for node in nodes:
         if isinstance(node, ast.Assign):
-            stored.extend((key, node.value) for key in map(_key_of, node.targets) if key)
+            stored.extend((key, node.value) for key in map(string_key, node.targets) if key)
         elif isinstance(node, ast.Dict):
             stored.extend(
                 (key.value, value)
@@ -501,22 +502,6 @@ def _stored_by_key(nodes: list[ast.AST]) -> list[tuple[str, ast.expr]]:
                 if isinstance(key, ast.Constant) and isinstance(key.value, str)
             )
     return stored
-
-
-def _key_of(node: ast.AST) -> str | None:
-    """The string key ``node`` stores or reads (``batch["k"]``, ``batch.get("k")``)."""
-    if isinstance(node, ast.Subscript):
-        key = node.slice
-    elif (
-        isinstance(node, ast.Call)
-        and isinstance(node.func, ast.Attribute)
-        and node.func.attr == "get"
-        and node.args
-    ):
-        key = node.args[0]
-    else:
-        return None
-    return key.value if isinstance(key, ast.Constant) and isinstance(key.value, str) else None
 
 
 def _calls_own_part(value: ast.expr) -> bool:

@@ -21,6 +21,7 @@ from nozero.lint.facts.scope_ast import (
     parameter_names,
     self_comparable,
     source_segment,
+    string_key,
 )
 from nozero.lint.imports import dotted_name, last_part
 from nozero.lint.tables.propagation import BOOLEAN_CALLS
@@ -333,8 +334,6 @@ class ExpressionFacts:
 def _keyed_signal(node: ast.Subscript) -> bool:
     """``metrics["loss"]``, ``logs["train/loss"]``, ``out["grad_norm"]``: an entry whose
     key names the loss or the gradients, whatever the record holding it is called."""
-    key = node.slice
-    if not (isinstance(key, ast.Constant) and isinstance(key.value, str)):
-        return False
-    name = key.value.replace("/", ".").rsplit(".", 1)[-1]
+    key = string_key(node)
+    name = key.replace("/", ".").rsplit(".", 1)[-1] if key else ""
     return name.isidentifier() and vocab.is_signal_name(name)
