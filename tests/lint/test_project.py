@@ -542,6 +542,34 @@ CASES.append(
 )
 
 
+CASES.append(
+    project(
+        "a switch named for NaNs, handed on through a wrapper's **kwargs, a config dict",
+        {
+            "trainer.py": TORCH_FIT,
+            "coach.py": """\
+                from trainer import fit
+
+                class Coach:
+                    def run(self, model, loader, optimizer, **kwargs):
+                        fit(model, loader, optimizer, **kwargs)
+                """,
+            "train.py": """\
+                from coach import Coach
+
+                coach = Coach()
+                coach.run(model, loader, optimizer, skip_nan_batches=True)
+                coach.run(model, loader, optimizer, skip_nan_batches=False)
+                settings = {"skip_nan_batches": True, "log_every": 10}
+                coach.run(model, loader, optimizer, **settings)
+                """,
+        },
+        ("trainer.py", 7, "NZ201"),
+        ("train.py", 4, "NZ201"),
+        ("train.py", 6, "NZ201"),
+    )
+)
+
 def _write_project(root: Path, case: Project) -> None:
     write(root / "pyproject.toml", "[project]\nname = 'case'\n")
     for path, text in case.files.items():

@@ -504,11 +504,18 @@ def _switch_records(ref: tuple[str, str], place: _Place, reaction, tree) -> list
             place = _Place(None, fn, place.tests)  # a factory's parameter: its own switch
         positional = _positional(fn)
         position = positional.index(name) if name in positional else -1
+        # a parameter named for NaNs (``restart_by_nan``) is matched by name too: it is
+        # set through wrappers that hand on ``**kwargs``, config entries and the like
+        by_name = [Switch("key", "", name, -1, **common)] if _names_a_nan_setting(name) else []
         if place.cls is None:
-            return [Switch("param", fn.name, name, position, **common)]
+            return [Switch("param", fn.name, name, position, **common), *by_name]
         if fn.name == "__init__":
-            return [Switch("param", place.cls.name, name, position, **common)]
-        return [Switch("method", fn.name, name, position, **common)] if _specific(name) else []
+            return [Switch("param", place.cls.name, name, position, **common), *by_name]
+        return (
+            [Switch("method", fn.name, name, position, **common), *by_name]
+            if _specific(name)
+            else []
+        )
     records = [Switch("key", "", name, -1, **common)] if _specific(name) else []
     if place.cls is not None:
         for init in _inits(place.cls):
@@ -526,6 +533,12 @@ def _switch_records(ref: tuple[str, str], place: _Place, reaction, tree) -> list
 def _specific(name: str) -> bool:
     """A name specific enough to be matched across a project (``skip_nan_steps``)."""
     return "_" in name.strip("_") and len(name) >= 6 and name not in _PLAIN_NAMES
+
+
+def _names_a_nan_setting(name: str) -> bool:
+    """A setting named for non-finite values, specific enough to be matched by name
+    wherever it is set, whatever function it is handed to."""
+    return _specific(name) and vocab.names_nonfinite_values(name)
 
 
 def _inits(cls: ast.ClassDef) -> list[FunctionNode]:

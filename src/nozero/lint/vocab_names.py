@@ -290,6 +290,13 @@ def nonfinite_name_polarity(identifier: str) -> bool | None:
     return None
 
 
+def names_nonfinite_values(identifier: str) -> bool:
+    """Does the name hold a word for non-finite values (``restart_by_nan``,
+    ``skip_non_finite``)?"""
+    words = set(name_words(identifier))
+    return bool(words & _NONFINITE_NAME_WORDS) or "finite" in words
+
+
 # ... and those of a helper that cleans values (``replace_nan``, ``nan_to_zero``,
 # ``nan_to_num_hook``, ``clean_infs``), but not ``divide_no_nan`` (safe division) or a
 # name that tests, counts or raises.
