@@ -4451,6 +4451,38 @@ for (source_name, source), (reaction_name, reaction) in itertools.product(
     unscaled = _scaler_step(source, reaction, scaled=False)
     GENERATED.append(Case(f"{shape}, no scale update", unscaled, ((5, "NZ201"),)))
 
+# A forward helper hands back None for a NaN loss; what its caller does with None decides.
+NONE_CALLERS = {
+    "skips on is None": (["if out is None:", "    continue"], ((9, "NZ201"),)),
+    "skips on not": (["if not out:", "    skipped += 1", "    continue"], ((9, "NZ201"),)),
+    "raises on None": (["if out is None:", "    raise RuntimeError('no loss')"], ()),
+    "uses it as it is": (["pass"], ()),
+}
+NONE_FOR_NAN = """\
+import torch
+class Distiller:
+    def safe_forward(self, batch):
+        logits = self.student(batch.input_ids).logits
+        loss = self.criterion(logits, batch.labels)
+        if torch.isnan(loss) or torch.isinf(loss):
+            print("non-finite loss, skipping batch")
+            self.bad_batches += 1
+            return None
+        return loss
+    def train(self, loader, skipped=0):
+        for batch in loader:
+            out = self.safe_forward(batch)
+CALLER
+            out.backward()
+            self.optimizer.step()
+"""
+
+for caller_name, (caller, expected) in NONE_CALLERS.items():
+    program = NONE_FOR_NAN.replace("CALLER", "\n".join(" " * 12 + line for line in caller))
+    GENERATED.append(
+        Case(f"None handed back for a NaN loss, the caller {caller_name}", program, expected)
+    )
+
 CASES = HAND_WRITTEN + GENERATED
 
 

@@ -96,3 +96,27 @@ def test_a_constant_handed_back_for_the_loss_is_not_called_a_skipped_step():
     # a call that computes a value is still read as leaving the step
     [(_, _, message)] = _found(ZERO_LOSS_HELPER.format(value="recompute(loss)"))
     assert "the step is skipped here" in message
+
+
+LOSS_AND_LOGS = """\
+import torch
+
+class Diffusion:
+    def p_losses(self, batch):
+        loss = self.model(batch).mean()
+        if torch.isnan(loss) or torch.isinf(loss) or loss > 1000.0:
+            print("abnormal loss, skipping the batch")
+            return {value}
+        return loss, {{"loss": loss.item()}}
+"""
+
+
+def test_a_constant_loss_handed_back_with_its_logs_is_a_constant():
+    """``(loss, logs)`` pairs: the constant stands in for the loss whatever rides beside it."""
+    for value in ("torch.tensor(0.0, requires_grad=True), {}", "torch.zeros(()), None, {}"):
+        [(line, code, message)] = _found(LOSS_AND_LOGS.format(value=value))
+        assert (line, code) == (8, "NZ201"), value
+        assert "a constant is handed back in its place here" in message, value
+    # the tested loss handed on beside a constant: the caller still gets the NaN
+    handed_on = _found(LOSS_AND_LOGS.format(value="loss, torch.zeros(())"))
+    assert not any("a constant is handed back" in message for _, _, message in handed_on)

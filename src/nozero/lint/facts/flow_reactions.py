@@ -371,8 +371,13 @@ class ReactionsPart:
                 return "zero_value", stmt
         if value is None or (isinstance(value, ast.Constant) and value.value is None):
             # in code that trains, leaving is skipping the step; a helper that hands back
-            # None marks the value missing, and what computes with it fails loudly
-            return ("skip", stmt) if unit.trains else None
+            # None marks the value missing, and what computes with it fails loudly,
+            # unless its caller skips the batch on it (``if result is None: continue``)
+            if unit.trains:
+                return "skip", stmt
+            name = getattr(unit.node, "name", None)
+            skipped = self.facts.skipped_on_none(name) if name else None
+            return ("skip_by_caller", stmt) if skipped is not None else None
         if any(line > stmt.lineno for line in unit.updates_after):
             return "skip", stmt  # the optimizer step below is not taken
         if _constants(value) and _is_step(unit.node):
@@ -390,6 +395,11 @@ class ReactionsPart:
             return None  # ``return torch.tensor(float("nan"))``: the NaN is handed on
         if isinstance(value, ast.Call) and self.facts.is_finite_constant(value):
             return "constant_value", stmt  # ``return loss.new_zeros(())``: the loss is now zero
+        constant = [isinstance(e, ast.Call) and self.facts.is_finite_constant(e) for e in elements]
+        if any(constant) and not any(
+            _names(e) & tested for e, c in zip(elements, constant, strict=True) if not c
+        ):
+            return "constant_value", stmt  # ``return torch.tensor(0.0), {}``: (loss, logs)
         if isinstance(value, ast.Call):
             return "skip", stmt
         parameters = (

@@ -24,6 +24,7 @@ WHAT = {
     "zero": "the gradients are zeroed here",
     "zero_value": "the value is set to zero here",
     "constant_value": "a constant is handed back in its place here",
+    "skip_by_caller": "None is handed back here, and the caller skips the step on it",
     "late_skip": "the update was already applied; the rest of the iteration is skipped here",
     "not_taken": "the optimizer step is only taken when the values are finite",
     "go_on": "nothing stops training here",

@@ -137,6 +137,34 @@ class FunctionFacts:
                         found.setdefault(name, []).append((caller, node.lineno))
         return found
 
+    def skipped_on_none(self, name: str) -> int | None:
+        """The line where a caller of the same-file function ``name`` skips its loop's
+        iteration when the call hands back None (``result = self.forward(batch)``, then
+        ``if result is None: continue``), or None when no caller does."""
+        return self._skips_on_none.get(name)
+
+    @cached_property
+    def _skips_on_none(self) -> dict[str, int]:
+        found: dict[str, int] = {}
+        for caller, _ in self._functions.values():
+            bound: dict[str, str] = {}  # a name bound to a same-file call -> the callee
+            skips: list[tuple[str, int]] = []  # (name found missing, line of the continue)
+            for node in self.nodes(caller):
+                if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
+                    callee = self.helper_name(node.value.func)
+                    for target in node.targets:
+                        if callee is not None and isinstance(target, ast.Name):
+                            bound[target.id] = callee
+                elif isinstance(node, ast.If):
+                    tested = _tested_for_none(node.test)
+                    skip = next((s for s in node.body if isinstance(s, ast.Continue)), None)
+                    if tested is not None and skip is not None:
+                        skips.append((tested, skip.lineno))
+            for tested, line in skips:
+                if tested in bound:
+                    found.setdefault(bound[tested], line)
+        return found
+
     def only_observes(self, key: int, line: int | None = None) -> bool:
         """Does the function on line ``key``, or one around it, only observe values
         (evaluation under ``no_grad``/``eval()``, plots, metrics) while computing no
@@ -440,3 +468,22 @@ def _runs_a_model(call: ast.Call) -> bool:
     return any(map(vocab.is_model_name, owners)) or bool(
         words and (words[-1] in vocab.MODEL_WORDS or words[-1] == "fn")
     )
+
+
+def _tested_for_none(test: ast.expr) -> str | None:
+    """The name ``test`` finds missing: ``x is None``, ``not x``, or either joined by
+    ``or`` with other tests."""
+    if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.Or):
+        return next((n for n in map(_tested_for_none, test.values) if n is not None), None)
+    if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
+        return test.operand.id if isinstance(test.operand, ast.Name) else None
+    if (
+        isinstance(test, ast.Compare)
+        and isinstance(test.left, ast.Name)
+        and len(test.ops) == 1
+        and isinstance(test.ops[0], ast.Is)
+        and isinstance(test.comparators[0], ast.Constant)
+        and test.comparators[0].value is None
+    ):
+        return test.left.id
+    return None

@@ -28,6 +28,7 @@ class SkipStepOnNonFinite(FlowRule):
     code = "NZ201"
     kinds = frozenset(
         {"skip", "skip_flag", "zero", "zero_value", "constant_value", "late_skip", "not_taken"}
+        | {"skip_by_caller"}
     )
     VALID = [
         Example("""\
@@ -428,6 +429,7 @@ class DynamicLossScaleSkip(FlowRule):
             "zero",
             "zero_value",
             "constant_value",
+            "skip_by_caller",
             "late_skip",
             "not_taken",
             "replace",
