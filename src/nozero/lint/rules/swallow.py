@@ -236,6 +236,28 @@ def _takes_a_step(ctx: Context) -> bool:
     )
 
 
+def _computes_the_stepped_loss(ctx: Context) -> bool:
+    """Does the ``try`` around the handler bind the loss that its loop then steps with
+    (``try: loss = criterion(model(x), y)`` ... ``loss.backward()`` after it)? A failure
+    of the forward pass or the loss, a NaN check's among them, skips the batch."""
+    parent = ctx.ancestors[-1] if ctx.ancestors else None
+    loop = next((a for a in reversed(ctx.ancestors) if isinstance(a, cst.For | cst.While)), None)
+    if not isinstance(parent, cst.Try) or loop is None:
+        return False
+    bound = {
+        target.value
+        for node in walk(parent.body)
+        if isinstance(node, cst.AssignTarget | cst.AnnAssign)
+        for target in [node.target]
+        if isinstance(target, cst.Name)
+    }
+    if not any(vocab.is_loss_name(name) for name in bound):
+        return False
+    return any(
+        isinstance(n, cst.Call) and ctx.called(n) in vocab.UPDATE_CALLS for n in walk(loop.body)
+    )
+
+
 def _goes_on_from_any_error(handler: cst.ExceptHandler, ctx: Context) -> bool:
     """Does the handler raise on no path, and not leave the loop: every error it catches,
     whatever its message, ends in the next batch? A handler that raises on some path
@@ -294,9 +316,26 @@ def _always_raises(body: cst.BaseSuite, ctx: Context) -> bool:
     return False
 
 
+_ANY_ERROR = "any error of the {} is caught, and the loop goes on"
+
+
 class SwallowedFloatingPointError(Rule):
     code = "NZ301"
     VALID = [
+        Example(  # an evaluation loop: no step follows the loss
+            """\
+            import math
+            for batch in val_loader:
+                try:
+                    val_loss = criterion(model(batch.x), batch.y).item()
+                except Exception as err:
+                    print(err)
+                    continue
+                if math.isnan(val_loss):
+                    raise FloatingPointError("nan validation loss")
+                total += val_loss
+            """
+        ),
         Example("""\
             import torch
             for batch in loader:
@@ -383,6 +422,22 @@ class SwallowedFloatingPointError(Rule):
             """),
     ]
     INVALID = [
+        Example(  # the loss the loop steps with: its failure skips the batch
+            """\
+            import torch
+            for batch in loader:
+                try:
+                    loss = criterion(model(batch.x), batch.y)
+                except Exception as err:
+                    print(err)
+                    continue
+                if not torch.isfinite(loss):
+                    raise FloatingPointError("non-finite loss")
+                loss.backward()
+                optimizer.step()
+            """,
+            line=5,
+        ),
         Example(
             """\
             import torch
@@ -491,12 +546,12 @@ class SwallowedFloatingPointError(Rule):
             elif (
                 ctx.in_loop()
                 and _catches_any_error(node, names)
-                and _takes_a_step(ctx)
                 and _goes_on_from_any_error(node, ctx)
             ):
-                ctx.report(
-                    node, self, "any error of the training step is caught, and the loop goes on"
-                )
+                if _takes_a_step(ctx):
+                    ctx.report(node, self, _ANY_ERROR.format("training step"))
+                elif _computes_the_stepped_loss(ctx):
+                    ctx.report(node, self, _ANY_ERROR.format("loss the loop steps with"))
             return
         if raises(node, ctx) or _ends_run(node, ctx):
             return
