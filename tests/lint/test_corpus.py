@@ -4483,6 +4483,54 @@ for caller_name, (caller, expected) in NONE_CALLERS.items():
         Case(f"None handed back for a NaN loss, the caller {caller_name}", program, expected)
     )
 
+# A helper counts the non-finite gradients; what reads the count decides.
+COUNT_READERS = {
+    "skips when above 0": (["if bad > 0:", "    optimizer.zero_grad()", "    continue"], 13),
+    "skips when not 0": (["if bad != 0:", "    continue"], 13),
+    "raises when above 0": (["if bad > 0:", "    raise FloatingPointError(f'{bad} bad')"], None),
+    "only logs it": (["print(f'{bad} non-finite gradients')"], None),
+}
+COUNTED = """\
+import torch
+def count_nonfinite(params):
+    nonfinite = 0
+    for p in params:
+        if not torch.isfinite(p.grad).all():
+            nonfinite += 1
+    return nonfinite, len(params)
+def train(model, loader, optimizer):
+    for batch in loader:
+        model(batch).backward()
+        bad, total = count_nonfinite(list(model.parameters()))
+READER
+        optimizer.step()
+"""
+
+for reader_name, (reader, line) in COUNT_READERS.items():
+    program = COUNTED.replace("READER", "\n".join(" " * 8 + part for part in reader))
+    expected = ((line, "NZ201"),) if line else ()
+    GENERATED.append(Case(f"a count of non-finite gradients, {reader_name}", program, expected))
+
+# A loss term with a short name zeroed beside a GradScaler: the scaler never touches a
+# loss, so the zeroing is the code's own, whatever the term is called.
+for term in ("ce", "kd", "loss_ce"):
+    GENERATED.append(
+        Case(
+            f"a NaN loss term named {term} zeroed beside a GradScaler",
+            "import torch\n"
+            "def train(model, loader, optimizer, scaler):\n"
+            "    for batch in loader:\n"
+            "        with torch.autocast('cuda'):\n"
+            f"            {term} = criterion(model(batch.x), batch.y)\n"
+            f"            if torch.isnan({term}):\n"
+            f"                {term} = torch.tensor(0.0)\n"
+            f"        scaler.scale({term}).backward()\n"
+            "        scaler.step(optimizer)\n"
+            "        scaler.update()\n",
+            ((7, "NZ106"),),
+        )
+    )
+
 CASES = HAND_WRITTEN + GENERATED
 
 

@@ -570,6 +570,7 @@ CASES.append(
     )
 )
 
+
 def _write_project(root: Path, case: Project) -> None:
     write(root / "pyproject.toml", "[project]\nname = 'case'\n")
     for path, text in case.files.items():

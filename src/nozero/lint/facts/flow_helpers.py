@@ -37,11 +37,16 @@ _NAMED_TRAINING = vocab.STEPPING_NAME_WORDS | {"loss"}
 _DETACHING = vocab.TO_NUMBER | {"detach"}
 
 
+# Short names of loss terms (cross-entropy, distillation, KL ...): ``if isnan(ce):``
+_LOSS_TERM_NAMES = frozenset({"ce", "kd", "kl", "bce", "nll", "mse", "mae", "ctc"})
+
+
 def _tests_a_loss(tested: set[str]) -> bool:
     """Does a test look at a loss and at no gradient? A scaler at work in the same code
     skips overflowing gradients; skipping a non-finite loss is the code's own doing."""
-    words = {w for name in tested for w in vocab.name_words(name.rsplit(".", 1)[-1])}
-    loss = any(vocab.is_loss_name(name.rsplit(".", 1)[-1]) for name in tested)
+    last = {name.rsplit(".", 1)[-1] for name in tested}
+    words = {w for name in last for w in vocab.name_words(name)}
+    loss = any(vocab.is_loss_name(name) for name in last) or bool(last & _LOSS_TERM_NAMES)
     return loss and not words & vocab.GRADIENT_WORDS
 
 
@@ -180,6 +185,17 @@ def _constant_truth(value: ast.expr | None) -> bool | None:
     if _is_bool_constant(value):
         return value.value  # type: ignore[union-attr]
     return None
+
+
+def _counts_up(stmt: ast.stmt) -> bool:
+    """``bad += 1``: a count of what the branch found, above 0 once it was found."""
+    return (
+        isinstance(stmt, ast.AugAssign)
+        and isinstance(stmt.op, ast.Add)
+        and isinstance(stmt.value, ast.Constant)
+        and type(stmt.value.value) is int
+        and stmt.value.value > 0
+    )
 
 
 def _added_to_itself(stmt: ast.stmt) -> ast.expr | None:

@@ -44,6 +44,7 @@ from nozero.lint.facts.flow_helpers import (
     _caught,
     _child_statements,
     _constant_truth,
+    _counts_up,
     _is_bool_constant,
     _is_model_class,
     _item_key,
@@ -361,6 +362,12 @@ class Flows(ReactionsPart, SelectionsPart, RecordPart, FlagsPart):
             self._add(unit, "clamp_loss", stmt, route)
         targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target]
         truth = _constant_truth(value) if bad is not None else None
+        if bad is not None and truth is None and self._collect and _counts_up(stmt):
+            # ``nonfinite += 1`` in a helper read for what it hands back: the count it
+            # returns holds the test's answer (a count kept in the loop itself is most
+            # often logged, or held against a patience, so it is read as before)
+            if isinstance(stmt.target, ast.Name):
+                truth = True
         if bad is not None and truth is not None:
             # ``overflow = True`` (or ``torch.tensor([1.0])``) where a non-finite value was found
             route, polarity = bad

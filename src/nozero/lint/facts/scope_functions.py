@@ -137,10 +137,15 @@ class FunctionFacts:
                         found.setdefault(name, []).append((caller, node.lineno))
         return found
 
+    def function_at(self, line: int) -> FunctionNode | None:
+        """The function defined on ``line`` (a rule's ``scope_key``), if any."""
+        found = self._functions.get(line)
+        return found[0] if found else None
+
     def skipped_on_none(self, name: str) -> int | None:
         """The line where a caller of the same-file function ``name`` skips its loop's
         iteration when the call hands back None (``result = self.forward(batch)``, then
-        ``if result is None: continue``), or None when no caller does."""
+        ``if result is None: continue``) and steps in it, or None when no caller does."""
         return self._skips_on_none.get(name)
 
     @cached_property
@@ -160,6 +165,12 @@ class FunctionFacts:
                     skip = next((s for s in node.body if isinstance(s, ast.Continue)), None)
                     if tested is not None and skip is not None:
                         skips.append((tested, skip.lineno))
+            if skips and not any(
+                isinstance(n, ast.Call)
+                and last_part(dotted_name(n.func) or "") in vocab.UPDATE_CALLS
+                for n in self.nodes(caller)
+            ):
+                continue  # a loop that takes no step: skipping unreadable files, say
             for tested, line in skips:
                 if tested in bound:
                     found.setdefault(bound[tested], line)

@@ -258,6 +258,28 @@ def _computes_the_stepped_loss(ctx: Context) -> bool:
     )
 
 
+def _hands_none_to_a_skip(handler: cst.ExceptHandler, ctx: Context) -> bool:
+    """``except Exception: return None`` in a helper whose same-file caller skips its
+    training loop's batch on None (``if out is None: continue``, then a step), and whose
+    ``try`` looks at finiteness itself (``if isnan(loss): return None``)."""
+    parent = ctx.ancestors[-1] if ctx.ancestors else None
+    if not isinstance(parent, cst.Try) or raises(handler.body, ctx):
+        return False
+    if not any(
+        (isinstance(n, cst.Name) and n.value in vocab.TRIGGER_WORDS)
+        or (isinstance(n, cst.Attribute) and n.attr.value in vocab.TRIGGER_WORDS)
+        for n in walk(parent.body)
+    ):
+        return False
+    if not any(
+        isinstance(n, cst.Return) and (n.value is None or is_literal(n.value, "None"))
+        for n in walk(handler.body)
+    ):
+        return False
+    fn = ctx.facts.function_at(ctx.scope_key)
+    return fn is not None and ctx.facts.skipped_on_none(fn.name) is not None
+
+
 def _goes_on_from_any_error(handler: cst.ExceptHandler, ctx: Context) -> bool:
     """Does the handler raise on no path, and not leave the loop: every error it catches,
     whatever its message, ends in the next batch? A handler that raises on some path
@@ -322,6 +344,22 @@ _ANY_ERROR = "any error of the {} is caught, and the loop goes on"
 class SwallowedFloatingPointError(Rule):
     code = "NZ301"
     VALID = [
+        Example(  # None for an unreadable file, skipped by a loop that trains nothing
+            """\
+            import numpy as np
+            def load(path):
+                try:
+                    return np.load(path)
+                except Exception:
+                    return None
+            def scan(paths):
+                for path in paths:
+                    array = load(path)
+                    if array is None:
+                        continue
+                    print(path, np.isnan(array).sum())
+            """
+        ),
         Example(  # an evaluation loop: no step follows the loss
             """\
             import math
@@ -422,6 +460,29 @@ class SwallowedFloatingPointError(Rule):
             """),
     ]
     INVALID = [
+        Example(  # None for any error, and the training loop skips the batch on it
+            """\
+            import torch
+            class Trainer:
+                def forward_pass(self, batch):
+                    try:
+                        loss = self.criterion(self.model(batch.x), batch.y)
+                        if torch.isnan(loss):
+                            return None
+                        return loss
+                    except Exception as err:
+                        print(err)
+                        return None
+                def train(self, loader):
+                    for batch in loader:
+                        loss = self.forward_pass(batch)
+                        if loss is None:
+                            continue
+                        loss.backward()
+                        self.optimizer.step()
+            """,
+            line=9,
+        ),
         Example(  # the loss the loop steps with: its failure skips the batch
             """\
             import torch
@@ -552,6 +613,8 @@ class SwallowedFloatingPointError(Rule):
                     ctx.report(node, self, _ANY_ERROR.format("training step"))
                 elif _computes_the_stepped_loss(ctx):
                     ctx.report(node, self, _ANY_ERROR.format("loss the loop steps with"))
+            elif _catches_any_error(node, names) and _hands_none_to_a_skip(node, ctx):
+                ctx.report(node, self, "any error hands back None, and the caller skips the batch")
             return
         if raises(node, ctx) or _ends_run(node, ctx):
             return
