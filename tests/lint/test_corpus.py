@@ -4531,6 +4531,68 @@ for term in ("ce", "kd", "loss_ce"):
         )
     )
 
+# A loss component set to 0 when NaN: only kept for the record, or trained with.
+LOSS_PART_READERS = {
+    "added into a record": ("totals['vlb'] += loss_vlb", ()),
+    "logged": ("logger.info(f'vlb {loss_vlb}')", ()),
+    "added to the loss": ("loss = loss + loss_vlb", ((8, "NZ106"),)),
+}
+LOSS_PART = """\
+import torch
+def train(model, loader, optimizer, totals):
+    for batch in loader:
+        loss, logs = model(batch)
+        loss_vlb = logs.get("train/loss_vlb", 0.0)
+        if torch.isnan(torch.tensor(loss_vlb)):
+            print("invalid loss_vlb")
+            loss_vlb = 0.0
+        READER
+        loss.backward()
+        optimizer.step()
+"""
+for reader_name, (reader, expected) in LOSS_PART_READERS.items():
+    program = LOSS_PART.replace("READER", reader)
+    GENERATED.append(Case(f"a NaN loss part set to 0, then {reader_name}", program, expected))
+
+# Loss terms summed through a comprehension that keeps only the finite ones.
+COMPREHENSIONS = {
+    "sum of a generator, not isnan": ("sum(t for t in terms.values() if not torch.isnan(t))", 6),
+    "stack of a list, isfinite": ("torch.stack([t for t in terms if torch.isfinite(t)]).sum()", 6),
+    "sum of the terms that are not None": ("sum(t for t in terms if t is not None)", None),
+}
+for shape, (gathered, line) in COMPREHENSIONS.items():
+    program = (
+        "import torch\n"
+        "def train(model, loader, optimizer):\n"
+        "    for batch in loader:\n"
+        "        terms = model.loss_terms(batch)\n"
+        "        optimizer.zero_grad()\n"
+        f"        loss = {gathered}\n"
+        "        loss.backward()\n"
+        "        optimizer.step()\n"
+    )
+    expected = ((line, "NZ107"),) if line else ()
+    GENERATED.append(Case(f"loss terms gathered by a comprehension, {shape}", program, expected))
+GENERATED.append(
+    Case(
+        "the loss's float value for the logs, without its NaN terms",
+        "import torch\n"
+        "class Loss:\n"
+        "    def float_value(self):\n"
+        "        terms = self.loss_terms.values()\n"
+        "        return sum(t.detach().item() for t in terms if not torch.isnan(t))\n",
+    )
+)
+GENERATED.append(
+    Case(
+        "finite metric values averaged by a comprehension for the logs",
+        "import numpy as np\n"
+        "def report(history, logger):\n"
+        "    scores = [m for m in history['val_score'] if np.isfinite(m)]\n"
+        "    logger.info(np.mean(scores))\n",
+    )
+)
+
 CASES = HAND_WRITTEN + GENERATED
 
 

@@ -26,6 +26,8 @@ from nozero.lint.facts.flow_helpers import (
     _reports_status,
     _returns_as_usual,
     _sets_a_flag,
+    _statement_expressions,
+    _statements,
     _strong,
     _within,
     _zero_arg,
@@ -40,7 +42,7 @@ from nozero.lint.facts.flow_types import (
 from nozero.lint.facts.scopes import FunctionNode, parameter_names
 from nozero.lint.imports import dotted_name, last_part
 from nozero.lint.scaling import scaler_at_work, scaler_call
-from nozero.lint.tables.reactions import RESTORING_CALLS, ROLLBACK_CALLS
+from nozero.lint.tables.reactions import REPORTING_CALLS, RESTORING_CALLS, ROLLBACK_CALLS
 
 # Skips a scaler could take for its own (its step left out), unless the code passes over it.
 _OWN_SKIPS = frozenset({"skip", "zero", "late_skip"})
@@ -550,8 +552,32 @@ class ReactionsPart:
             ):
                 if isinstance(value, ast.Subscript) and _key(value.value) == key:
                     return "drop"  # ``losses = losses[finite]``: the bad samples leave
+                if self._kept_for_the_record(unit, key, stmt):
+                    continue  # ``loss_vlb = 0.0``, then only ``totals["vlb"] += loss_vlb``
                 return "replace"
         return None
+
+    def _kept_for_the_record(self, unit: _Unit, key: str, stmt: ast.stmt) -> bool:
+        """Is the plain name ``key``, once set by ``stmt``, read only by bookkeeping: added
+        into an entry of a record (``totals["vlb"] += value``) or handed to a call that
+        reports? A value only logged trains nothing, whatever it is named."""
+        if "." in key:
+            return False
+        after = stmt.end_lineno or stmt.lineno
+        readers = [
+            s
+            for s in _statements(unit.node)
+            if s.lineno > after
+            and any(isinstance(n, ast.Name) and n.id == key for n in _statement_expressions(s))
+        ]
+        return bool(readers) and all(map(self._records, readers))
+
+    def _records(self, stmt: ast.stmt) -> bool:
+        if isinstance(stmt, ast.AugAssign):
+            return isinstance(stmt.target, ast.Subscript)
+        if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
+            return self._called(stmt.value) in REPORTING_CALLS
+        return False
 
     def _raised_after(self, unit: _Unit, branch: list[ast.stmt], before: ast.stmt) -> bool:
         """Does the branch record an error that the function raises once the loop is left

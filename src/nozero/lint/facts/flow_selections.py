@@ -11,6 +11,7 @@ import ast
 
 from nozero.lint import vocab
 from nozero.lint.facts.flow_helpers import (
+    _DETACHING,
     _mentions_finfo,
     _names,
     _negative,
@@ -24,7 +25,7 @@ from nozero.lint.facts.flow_types import Flag, Route, _Unit
 from nozero.lint.facts.scopes import FunctionNode, bound_names, parameter_names
 from nozero.lint.imports import dotted_name, last_part
 from nozero.lint.scaling import scaler_call
-from nozero.lint.tables.propagation import LOSS_REDUCTIONS, SELECT_CALLS
+from nozero.lint.tables.propagation import GATHERING_CALLS, LOSS_REDUCTIONS, SELECT_CALLS
 from nozero.lint.tables.reactions import HELPER_ZEROING
 from nozero.lint.tables.sources import SCALER_TYPES
 
@@ -59,6 +60,8 @@ class SelectionsPart:
                     self._add(unit, "scaler_step", stmt, route)
                 if called == "filter" and len(node.args) == 2:
                     self._filtered(unit, stmt, node, extra)
+                if called in GATHERING_CALLS and node.args:
+                    self._comprehended(unit, stmt, node.args[0], extra)
                 if called in SCALER_TYPES and not _turned_off(node):
                     # ``GradScaler(enabled=use_amp)``: built here, wherever it steps
                     route = Route(node.lineno, f"{called}()", None, True)
@@ -125,6 +128,23 @@ class SelectionsPart:
             )
             route = Route(call.lineno, origin, None, False)
             self._add(unit, "drop_term", stmt, route)
+
+    def _comprehended(self, unit: _Unit, stmt: ast.stmt, items: ast.expr, extra: set[str]) -> None:
+        """``sum(l for l in losses if not isnan(l))``, ``torch.stack([...])``: loss terms
+        kept only when finite are summed, so a non-finite one is left out."""
+        if not isinstance(items, ast.ListComp | ast.GeneratorExp) or len(items.generators) != 1:
+            return
+        loop = items.generators[0]
+        if not self._signal(unit, loop.iter, extra) or any(
+            isinstance(n, ast.Call) and self._called(n) in _DETACHING for n in ast.walk(items.elt)
+        ):
+            return  # ``v.detach().item() for v in ...``: a number for the logs
+        names = extra | {n.id for n in ast.walk(loop.target) if isinstance(n, ast.Name)}
+        for condition in loop.ifs:
+            found = self.flag_of(unit, condition, names)
+            if found is not None and found[1] is False and not found[0].weak:
+                self._add(unit, "drop_term", stmt, found[0])
+                return
 
     def _nan_reduction(
         self, unit: _Unit, stmt: ast.stmt, call: ast.Call, subjects: list[ast.expr]

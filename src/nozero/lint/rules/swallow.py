@@ -258,6 +258,38 @@ def _computes_the_stepped_loss(ctx: Context) -> bool:
     )
 
 
+# Words of a loop variable that counts the rounds of one training run.
+_ROUND_WORDS = frozenset({"epoch", "epochs", "step", "steps", "iteration", "round", "episode"})
+
+
+def _runs_a_round(ctx: Context) -> bool:
+    """Does the ``try`` run one round of training in the training run's own loop (``for
+    epoch in range(epochs): try: train_epoch(...)``)? Going on starts the next round of
+    the same run. (A loop over configurations or seeds starts a new run instead.)"""
+    parent = ctx.ancestors[-1] if ctx.ancestors else None
+    loop = next((a for a in reversed(ctx.ancestors) if isinstance(a, cst.For)), None)
+    if not isinstance(parent, cst.Try) or loop is None:
+        return False
+    counted = {
+        word
+        for n in walk(loop.target)
+        if isinstance(n, cst.Name)
+        for word in vocab.name_words(n.value)
+    }
+    return bool(counted & _ROUND_WORDS) and any(
+        isinstance(n, cst.Call) and _trains_a_round(ctx.called(n)) for n in walk(parent.body)
+    )
+
+
+def _trains_a_round(name: str) -> bool:
+    """``train_epoch``, ``train_one_epoch``, ``fit``, ``run_epoch``: a call that trains,
+    named so by its first word (``plot_training_curves`` plots)."""
+    words = vocab.name_words(name)
+    if not words:
+        return False
+    return words[0] in ("train", "fit") or (words[0] == "run" and "epoch" in words)
+
+
 def _hands_none_to_a_skip(handler: cst.ExceptHandler, ctx: Context) -> bool:
     """``except Exception: return None`` in a helper whose same-file caller skips its
     training loop's batch on None (``if out is None: continue``, then a step), and whose
@@ -344,6 +376,19 @@ _ANY_ERROR = "any error of the {} is caught, and the loop goes on"
 class SwallowedFloatingPointError(Rule):
     code = "NZ301"
     VALID = [
+        Example(  # a sweep: a failed run ends, and the next configuration starts anew
+            """\
+            import logging
+            for config in configs:
+                try:
+                    train_epoch(model, loader, optimizer)
+                except RuntimeError as err:
+                    if "out of memory" in str(err):
+                        raise
+                    logging.error("nan or other failure: %s", err)
+                    continue
+            """
+        ),
         Example(  # None for an unreadable file, skipped by a loop that trains nothing
             """\
             import numpy as np
@@ -460,6 +505,20 @@ class SwallowedFloatingPointError(Rule):
             """),
     ]
     INVALID = [
+        Example(  # the same run goes on with its next epoch
+            """\
+            import logging
+            for epoch in range(epochs):
+                try:
+                    train_epoch(model, loader, optimizer)
+                except RuntimeError as err:
+                    if "out of memory" in str(err):
+                        raise
+                    logging.error("nan or other failure: %s", err)
+                    continue
+            """,
+            line=5,
+        ),
         Example(  # None for any error, and the training loop skips the batch on it
             """\
             import torch
@@ -613,6 +672,8 @@ class SwallowedFloatingPointError(Rule):
                     ctx.report(node, self, _ANY_ERROR.format("training step"))
                 elif _computes_the_stepped_loss(ctx):
                     ctx.report(node, self, _ANY_ERROR.format("loss the loop steps with"))
+                elif _runs_a_round(ctx):
+                    ctx.report(node, self, _ANY_ERROR.format("round of training"))
             elif _catches_any_error(node, names) and _hands_none_to_a_skip(node, ctx):
                 ctx.report(node, self, "any error hands back None, and the caller skips the batch")
             return

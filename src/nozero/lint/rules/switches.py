@@ -242,6 +242,30 @@ class _SwitchOff(Rule):
             ctx.report(node, self)  # a setting whose default this file does not show
 
 
+def _after_a_finiteness_check(node: cst.CSTNode, ctx: Context) -> bool:
+    """Does the function react to non-finite gradients above ``node`` (``if not
+    isfinite(p.grad).all(): skip`` before clipping)? Clipping then never sees one. (A
+    check of the loss alone leaves the gradients to the clipping call.)"""
+    from nozero.lint.facts import reactions
+
+    fn = ctx.facts.function_at(ctx.scope_key)
+    if fn is None:
+        return False
+    line = ctx.positions[node].start.line + ctx.line_offset
+    return any(
+        fn.lineno <= r.route.line < line
+        and r.line < line
+        and not r.scaling
+        and _names_gradients(r.route.origin)
+        for r in reactions(ctx.facts)
+    )
+
+
+def _names_gradients(text: str) -> bool:
+    words = {w for name in re.findall(r"\w+", text) for w in vocab.name_words(name)}
+    return bool(words & vocab.GRADIENT_WORDS)
+
+
 class ClipGradNormNonFiniteOff(_SwitchOff):
     code = "NZ404"
     keyword = vocab.NONFINITE_KEYWORD
@@ -250,9 +274,25 @@ class ClipGradNormNonFiniteOff(_SwitchOff):
     def _report_if_bad(self, node: cst.CSTNode, value: cst.BaseExpression, ctx: Context) -> None:
         if _in_loss_scaling_config(ctx) or ctx.facts.mentions_scaling(ctx.scope_key):
             return  # a scaler unscales first and skips the overflowed step itself (NZ406)
+        if _after_a_finiteness_check(node, ctx):
+            return  # the code tested the gradients itself: its reaction is reported there
         super()._report_if_bad(node, value, ctx)
 
     VALID = [
+        Example(  # the gradients were tested first: the skip is reported, not the clip
+            """\
+            import torch
+            def train(model, loader, optimizer):
+                for batch in loader:
+                    model(batch).backward()
+                    if any(not torch.isfinite(p.grad).all() for p in model.parameters()):
+                        optimizer.zero_grad()
+                        continue
+                    params = model.parameters()
+                    torch.nn.utils.clip_grad_norm_(params, 1.0, error_if_nonfinite=False)
+                    optimizer.step()
+            """
+        ),
         Example("""\
             import torch
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0, error_if_nonfinite=True)

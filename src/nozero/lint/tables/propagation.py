@@ -140,6 +140,17 @@ LOSS_REDUCTIONS = frozenset(
         "reduce_sum",  # tf.reduce_sum(losses)
     }
 )
+# Calls that gather loss terms given as a comprehension into one value: a condition of
+# the comprehension that keeps only finite terms leaves the others out of the loss.
+GATHERING_CALLS = frozenset(
+    {
+        "sum",  # sum(l for l in losses if not isnan(l))
+        "stack",  # torch.stack([l for l in losses if isfinite(l)]).sum()
+        "cat",  # torch.cat([...])
+        "mean",  # np.mean([...])
+        "tensor",  # torch.tensor([...])
+    }
+)
 # Calls that pick between two values elementwise or as a whole.
 SELECTORS = frozenset(
     {
