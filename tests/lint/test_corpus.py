@@ -4593,6 +4593,28 @@ GENERATED.append(
     )
 )
 
+# A loss that keeps only the entries where the prediction is finite drops the model's
+# non-finite outputs; one that masks only missing targets drops no prediction.
+MASKED_LOSSES = {
+    "a mean of squared masked differences": "((pred[ok] - target[ok]) ** 2).mean()",
+    "a functional loss on masked entries": "torch.nn.functional.mse_loss(pred[ok], target[ok])",
+    "the parent loss on masked entries": "super().forward(pred[ok], target[ok])",
+}
+for shape, computed in MASKED_LOSSES.items():
+    for tested, expected in (
+        ("~torch.isnan(pred) & ~torch.isnan(target)", ((5, "NZ107"),)),
+        ("~torch.isnan(target)", ()),
+    ):
+        program = (
+            "import torch\n"
+            "class MaskedMSE(torch.nn.MSELoss):\n"
+            "    def forward(self, pred, target):\n"
+            f"        ok = {tested}\n"
+            f"        return {computed}\n"
+        )
+        masked = "predictions and targets" if expected else "targets only"
+        GENERATED.append(Case(f"{shape}, {masked} masked", program, expected))
+
 CASES = HAND_WRITTEN + GENERATED
 
 

@@ -8,6 +8,7 @@ than in a branch. One part of ``flows.Flows``, which mixes it in.
 from __future__ import annotations
 
 import ast
+import re
 
 from nozero.lint import vocab
 from nozero.lint.facts.flow_helpers import (
@@ -79,6 +80,10 @@ class SelectionsPart:
                         and self._fills_what_it_tested(unit, node, found[0], extra)
                     ):
                         self._add(unit, "sentinel", stmt, found[0])
+                if vocab.is_loss_name(called) or _parent_forward(node):
+                    # ``F.mse_loss(pred[ok], y[ok])``, a loss class's ``super().forward(...)``
+                    for subject in node.args[:2]:
+                        self._drop(unit, stmt, subject, extra, strict=True)
                 if called in LOSS_REDUCTIONS:
                     receiver = [node.func.value] if isinstance(node.func, ast.Attribute) else []
                     for subject in [*receiver, *node.args[:1]]:
@@ -205,13 +210,23 @@ class SelectionsPart:
         name = (dotted_name(value) or "").removeprefix("self.")
         return bool(name) and (name in _names(test) or vocab.has_word(route.origin, name))
 
-    def _drop(self, unit: _Unit, stmt: ast.stmt, subject: ast.expr, extra: set[str]) -> None:
-        """``losses[isfinite(losses)].mean()``: the non-finite samples leave the mean."""
-        if not (isinstance(subject, ast.Subscript) and isinstance(subject.ctx, ast.Load)):
-            return
-        found = _strong(self.flag_of(unit, subject.slice, extra))
-        if found and not found[1] and self._signal(unit, subject.value, extra):
+    def _drop(
+        self, unit: _Unit, stmt: ast.stmt, subject: ast.expr, extra: set[str], strict: bool = False
+    ) -> None:
+        """``losses[isfinite(losses)].mean()``, ``((pred[ok] - y[ok]) ** 2).mean()``: the
+        non-finite samples leave the mean. Inside arithmetic or handed to a loss
+        (``strict``), only a value the mask itself tested counts, and not a label
+        (``criterion(pred[~isnan(y)], y[~isnan(y)])``: missing targets)."""
+        for part in _arithmetic_parts(subject):
+            if not (isinstance(part, ast.Subscript) and isinstance(part.ctx, ast.Load)):
+                continue
+            found = _strong(self.flag_of(unit, part.slice, extra))
+            if not (found and not found[1] and self._signal(unit, part.value, extra)):
+                continue
+            if (strict or part is not subject) and not _tests_a_prediction(found[0], part.value):
+                continue
             self._add(unit, "drop", stmt, found[0])
+            return
 
     def _select(
         self, unit: _Unit, stmt: ast.stmt, call: ast.Call, called: str, extra: set[str]
@@ -423,3 +438,36 @@ def _read_names(node: ast.expr) -> set[str]:
     """The plain names whose values ``node`` reads (not the functions it calls)."""
     called = {id(n.func) for n in ast.walk(node) if isinstance(n, ast.Call)}
     return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and id(n) not in called}
+
+
+def _arithmetic_parts(node: ast.expr) -> list[ast.expr]:
+    """``node`` and, through arithmetic, its operands (``(a[m] - b[m]) ** 2``: the two
+    subscripts among them)."""
+    parts = [node]
+    for part in parts:
+        if isinstance(part, ast.BinOp):
+            parts += [part.left, part.right]
+        elif isinstance(part, ast.UnaryOp):
+            parts.append(part.operand)
+    return parts
+
+
+def _parent_forward(call: ast.Call) -> bool:
+    """``super().forward(...)``: a loss class handing its inputs to the loss it extends."""
+    func = call.func
+    return (
+        isinstance(func, ast.Attribute)
+        and func.attr == "forward"
+        and isinstance(func.value, ast.Call)
+        and isinstance(func.value.func, ast.Name)
+        and func.value.func.id == "super"
+    )
+
+
+def _tests_a_prediction(route: Route, value: ast.expr) -> bool:
+    """Did the mask's test look at ``value`` itself, and is ``value`` no label (``y_true``,
+    ``target``)?"""
+    name = dotted_name(value) or ""
+    tested = set(re.findall(r"[\w.]+", route.origin)) | route.looked_at
+    words = vocab.name_words(name.rsplit(".", 1)[-1])
+    return name in tested and not vocab.is_label_name(name) and "true" not in words
