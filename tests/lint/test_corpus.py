@@ -4615,6 +4615,23 @@ for shape, computed in MASKED_LOSSES.items():
         masked = "predictions and targets" if expected else "targets only"
         GENERATED.append(Case(f"{shape}, {masked} masked", program, expected))
 
+# nanmean in what a factory named for a loss hands back is the loss; in a metric's, a
+# measure for the logs.
+for factory, expected in (("get_rh_loss", ((5, "NZ107"),)), ("get_rh_metric", ())):
+    GENERATED.append(
+        Case(
+            f"nanmean in the closure {factory} hands back",
+            "import torch\n"
+            f"def {factory}(scale):\n"
+            "    def metric(pred, true):\n"
+            "        diff = scale * (pred - true)\n"
+            "        err = torch.nanmean(torch.square(diff))\n"
+            "        return err\n"
+            "    return metric\n",
+            expected,
+        )
+    )
+
 CASES = HAND_WRITTEN + GENERATED
 
 

@@ -166,9 +166,10 @@ class SelectionsPart:
         if not (unit.trains or hands_back or isinstance(stmt, ast.Return)):
             return
         # what a loss function returns is its loss, whatever its terms are named
-        # (``def depth_ranking_loss(...): return torch.nanmean(diff[...])``)
+        # (``def depth_ranking_loss(...): return torch.nanmean(diff[...])``, or ``diff =
+        # nanmean(...)`` and then ``return diff``)
         returns_loss = (
-            isinstance(stmt, ast.Return)
+            (isinstance(stmt, ast.Return) or hands_back)
             and isinstance(unit.node, ast.FunctionDef | ast.AsyncFunctionDef)
             and self.facts.is_loss_function(unit.node)
         )

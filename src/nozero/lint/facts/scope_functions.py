@@ -389,11 +389,25 @@ class FunctionFacts:
         )
 
     def is_loss_function(self, function: FunctionNode) -> bool:
-        """A function named for a loss (``def dice_loss``), or the entry point of a loss
-        class (``class DDPLoss(nn.Module): def forward``, a Keras ``Loss.call``)."""
+        """A function named for a loss (``def dice_loss``), the entry point of a loss
+        class (``class DDPLoss(nn.Module): def forward``, a Keras ``Loss.call``), or the
+        closure a factory named for a loss hands back (``def get_rh_loss(...): def
+        metric(pred, true): ...; return metric``)."""
         if vocab.is_loss_name(function.name):
             return True
-        return function.name in _LOSS_ENTRY_METHODS and function.lineno in self._loss_class_methods
+        if function.name in _LOSS_ENTRY_METHODS and function.lineno in self._loss_class_methods:
+            return True
+        factory = self._functions.get(function.lineno, (None, None))[1]
+        return (
+            factory is not None
+            and vocab.is_loss_name(factory.name)
+            and any(
+                isinstance(s, ast.Return)
+                and isinstance(s.value, ast.Name)
+                and s.value.id == function.name
+                for s in factory.body
+            )
+        )
 
     @cached_property
     def _loss_class_methods(self) -> frozenset[int]:
