@@ -4632,6 +4632,29 @@ for factory, expected in (("get_rh_loss", ((5, "NZ107"),)), ("get_rh_metric", ()
         )
     )
 
+# ... and a tuple led by None, taken apart by the caller or read by index.
+NONE_LED = {
+    "unpacked": ("out, logs = self.safe_forward(batch)", "if out is None:"),
+    "read by index": ("result = self.safe_forward(batch)", "if result[0] is None:"),
+}
+for way, (call, test) in NONE_LED.items():
+    program = (
+        "import torch\n"
+        "class Distiller:\n"
+        "    def safe_forward(self, batch):\n"
+        "        loss = self.criterion(self.student(batch.x), batch.y)\n"
+        "        if torch.isnan(loss):\n"
+        "            return None, 0.0\n"
+        "        return loss, loss.item()\n"
+        "    def train(self, loader):\n"
+        "        for batch in loader:\n"
+        f"            {call}\n"
+        f"            {test}\n"
+        "                continue\n"
+        "            self.optimizer.step()\n"
+    )
+    GENERATED.append(Case(f"a tuple led by None for a NaN loss, {way}", program, ((6, "NZ201"),)))
+
 CASES = HAND_WRITTEN + GENERATED
 
 

@@ -377,11 +377,17 @@ class ReactionsPart:
             # unless its caller skips the batch on it (``if result is None: continue``)
             if unit.trains:
                 return "skip", stmt
-            name = getattr(unit.node, "name", None)
-            skipped = self.facts.skipped_on_none(name) if name else None
-            return ("skip_by_caller", stmt) if skipped is not None else None
+            return ("skip_by_caller", stmt) if self._skipped_by_caller(unit) else None
         if any(line > stmt.lineno for line in unit.updates_after):
             return "skip", stmt  # the optimizer step below is not taken
+        if (
+            isinstance(value, ast.Tuple)
+            and value.elts
+            and _none(value.elts[0])
+            and all(isinstance(e, ast.Constant) for e in value.elts)
+            and self._skipped_by_caller(unit)
+        ):
+            return "skip_by_caller", stmt  # ``return None, 0.0, 0``: no loss, and skipped
         if _constants(value) and _is_step(unit.node):
             return "skip", stmt  # ``def step(self): ... return False, None, None``: not taken
         if isinstance(value, ast.Constant):
@@ -418,6 +424,12 @@ class ReactionsPart:
             ):
                 return "skip", stmt  # the old state goes back
         return None  # the tested values handed back: a search
+
+    def _skipped_by_caller(self, unit: _Unit) -> bool:
+        """Does a same-file caller of ``unit`` skip its training loop's batch when the
+        call hands back None (or a tuple led by None)?"""
+        name = getattr(unit.node, "name", None)
+        return name is not None and self.facts.skipped_on_none(name) is not None
 
     def _guards_a_call(self, unit: _Unit) -> bool:
         """Is ``unit`` a decorator's wrapper: a function nested in one that returns it,

@@ -158,6 +158,8 @@ class FunctionFacts:
                 if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
                     callee = self.helper_name(node.value.func)
                     for target in node.targets:
+                        if isinstance(target, ast.Tuple) and target.elts:
+                            target = target.elts[0]  # ``loss, logs = self.forward(batch)``
                         if callee is not None and isinstance(target, ast.Name):
                             bound[target.id] = callee
                 elif isinstance(node, ast.If):
@@ -496,19 +498,21 @@ def _runs_a_model(call: ast.Call) -> bool:
 
 
 def _tested_for_none(test: ast.expr) -> str | None:
-    """The name ``test`` finds missing: ``x is None``, ``not x``, or either joined by
-    ``or`` with other tests."""
+    """The name ``test`` finds missing: ``x is None``, ``x[0] is None``, ``not x``, or
+    one of them joined by ``or`` with other tests."""
     if isinstance(test, ast.BoolOp) and isinstance(test.op, ast.Or):
         return next((n for n in map(_tested_for_none, test.values) if n is not None), None)
     if isinstance(test, ast.UnaryOp) and isinstance(test.op, ast.Not):
         return test.operand.id if isinstance(test.operand, ast.Name) else None
-    if (
+    if not (
         isinstance(test, ast.Compare)
-        and isinstance(test.left, ast.Name)
         and len(test.ops) == 1
         and isinstance(test.ops[0], ast.Is)
         and isinstance(test.comparators[0], ast.Constant)
         and test.comparators[0].value is None
     ):
-        return test.left.id
-    return None
+        return None
+    left = test.left
+    if isinstance(left, ast.Subscript) and isinstance(left.slice, ast.Constant):
+        left = left.value if left.slice.value == 0 else left  # ``result[0] is None``
+    return left.id if isinstance(left, ast.Name) else None

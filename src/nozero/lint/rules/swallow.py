@@ -290,6 +290,13 @@ def _trains_a_round(name: str) -> bool:
     return words[0] in ("train", "fit") or (words[0] == "run" and "epoch" in words)
 
 
+def _none_or_led_by_none(value: cst.BaseExpression | None) -> bool:
+    """``return``, ``return None``, ``return None, 0.0, 0``: no loss handed back."""
+    if isinstance(value, cst.Tuple) and value.elements:
+        value = value.elements[0].value
+    return value is None or is_literal(value, "None")
+
+
 def _hands_none_to_a_skip(handler: cst.ExceptHandler, ctx: Context) -> bool:
     """``except Exception: return None`` in a helper whose same-file caller skips its
     training loop's batch on None (``if out is None: continue``, then a step), and whose
@@ -304,8 +311,7 @@ def _hands_none_to_a_skip(handler: cst.ExceptHandler, ctx: Context) -> bool:
     ):
         return False
     if not any(
-        isinstance(n, cst.Return) and (n.value is None or is_literal(n.value, "None"))
-        for n in walk(handler.body)
+        isinstance(n, cst.Return) and _none_or_led_by_none(n.value) for n in walk(handler.body)
     ):
         return False
     fn = ctx.facts.function_at(ctx.scope_key)
@@ -371,24 +377,26 @@ def _always_raises(body: cst.BaseSuite, ctx: Context) -> bool:
 
 
 _ANY_ERROR = "any error of the {} is caught, and the loop goes on"
+# A handler that goes on from a failed round of training: in the run's own loop over
+# epochs it starts the next round of the same run; in a sweep, a new run.
+_ROUND_OR_RUN = """\
+import logging
+for {loop}:
+    try:
+        train_epoch(model, loader, optimizer)
+    except RuntimeError as err:
+        if "out of memory" in str(err):
+            raise
+        logging.error("nan or other failure: %s", err)
+        continue
+"""
 
 
 class SwallowedFloatingPointError(Rule):
     code = "NZ301"
     VALID = [
-        Example(  # a sweep: a failed run ends, and the next configuration starts anew
-            """\
-            import logging
-            for config in configs:
-                try:
-                    train_epoch(model, loader, optimizer)
-                except RuntimeError as err:
-                    if "out of memory" in str(err):
-                        raise
-                    logging.error("nan or other failure: %s", err)
-                    continue
-            """
-        ),
+        # a sweep: a failed run ends, and the next configuration starts anew
+        Example(_ROUND_OR_RUN.format(loop="config in configs")),
         Example(  # None for an unreadable file, skipped by a loop that trains nothing
             """\
             import numpy as np
@@ -505,20 +513,8 @@ class SwallowedFloatingPointError(Rule):
             """),
     ]
     INVALID = [
-        Example(  # the same run goes on with its next epoch
-            """\
-            import logging
-            for epoch in range(epochs):
-                try:
-                    train_epoch(model, loader, optimizer)
-                except RuntimeError as err:
-                    if "out of memory" in str(err):
-                        raise
-                    logging.error("nan or other failure: %s", err)
-                    continue
-            """,
-            line=5,
-        ),
+        # the same run goes on with its next epoch
+        Example(_ROUND_OR_RUN.format(loop="epoch in range(epochs)"), line=5),
         Example(  # None for any error, and the training loop skips the batch on it
             """\
             import torch
