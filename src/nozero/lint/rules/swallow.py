@@ -7,7 +7,7 @@ import libcst as cst
 from nozero.lint import vocab
 from nozero.lint.imports import last_part
 from nozero.lint.rules.base import Context, Example, Rule, is_literal, raises, walk
-from nozero.lint.tables.reactions import RETRY_CALLS, TRAINING_RUN_WORDS
+from nozero.lint.tables.reactions import RETRY_CALLS, ROUND_LOOP_WORDS, TRAINING_RUN_WORDS
 
 
 def _caught_names(handler: cst.ExceptHandler, ctx: Context) -> set[str]:
@@ -258,10 +258,6 @@ def _computes_the_stepped_loss(ctx: Context) -> bool:
     )
 
 
-# Words of a loop variable that counts the rounds of one training run.
-_ROUND_WORDS = frozenset({"epoch", "epochs", "step", "steps", "iteration", "round", "episode"})
-
-
 def _runs_a_round(ctx: Context) -> bool:
     """Does the ``try`` run one round of training in the training run's own loop (``for
     epoch in range(epochs): try: train_epoch(...)``)? Going on starts the next round of
@@ -276,7 +272,7 @@ def _runs_a_round(ctx: Context) -> bool:
         if isinstance(n, cst.Name)
         for word in vocab.name_words(n.value)
     }
-    return bool(counted & _ROUND_WORDS) and any(
+    return bool(counted & ROUND_LOOP_WORDS) and any(
         isinstance(n, cst.Call) and _trains_a_round(ctx.called(n)) for n in walk(parent.body)
     )
 

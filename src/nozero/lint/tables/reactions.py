@@ -214,6 +214,20 @@ RETRY_CALLS = frozenset(
 TRAINING_RUN_WORDS = frozenset(
     {"train", "training", "fit", "step", "epoch", "update", "optimize", "backward"}
 )
+# Words of a loop variable that counts the rounds of one training run: a broad handler
+# around a round in such a loop goes on with the same run (a sweep's loop over
+# configurations starts a new run instead).
+ROUND_LOOP_WORDS = frozenset(
+    {
+        "epoch",  # for epoch in range(epochs)
+        "epochs",  # for n_epochs in ...
+        "step",  # for step in range(max_steps)
+        "steps",  # for global_steps in ...
+        "iteration",  # for iteration in range(n)
+        "round",  # for round in range(rounds): federated rounds
+        "episode",  # for episode in range(episodes): RL
+    }
+)
 
 # ---- keywords of reacting calls -------------------------------------------------------
 # ``nan_to_num`` keywords naming the value cleaned (``nan=``, ``posinf=`` name what
