@@ -18,7 +18,7 @@ from nozero.lint.facts.scopes import FileFacts, source_segment
 from nozero.lint.imports import dotted_name, last_part
 from nozero.lint.tables.propagation import JOINS
 from nozero.lint.tables.reactions import PARAMETER_SOURCES, REPORTING_CALLS
-from nozero.lint.tables.sources import SCALER_TYPES
+from nozero.lint.tables.sources import LOSS_TERM_NAMES, SCALER_TYPES
 
 # ---- small syntactic helpers --------------------------------------------------------
 _TRAINING_WORDS = frozenset({"train", "step", "backward", "update", "updates", "optimizer"})
@@ -37,16 +37,12 @@ _NAMED_TRAINING = vocab.STEPPING_NAME_WORDS | {"loss"}
 _DETACHING = vocab.TO_NUMBER | {"detach"}
 
 
-# Short names of loss terms (cross-entropy, distillation, KL ...): ``if isnan(ce):``
-_LOSS_TERM_NAMES = frozenset({"ce", "kd", "kl", "bce", "nll", "mse", "mae", "ctc"})
-
-
 def _tests_a_loss(tested: set[str]) -> bool:
     """Does a test look at a loss and at no gradient? A scaler at work in the same code
     skips overflowing gradients; skipping a non-finite loss is the code's own doing."""
     last = {name.rsplit(".", 1)[-1] for name in tested}
     words = {w for name in last for w in vocab.name_words(name)}
-    loss = any(vocab.is_loss_name(name) for name in last) or bool(last & _LOSS_TERM_NAMES)
+    loss = any(vocab.is_loss_name(name) for name in last) or bool(last & LOSS_TERM_NAMES)
     return loss and not words & vocab.GRADIENT_WORDS
 
 

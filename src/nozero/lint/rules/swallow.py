@@ -8,6 +8,7 @@ from nozero.lint import vocab
 from nozero.lint.imports import last_part
 from nozero.lint.rules.base import Context, Example, Rule, is_literal, raises, walk
 from nozero.lint.tables.reactions import RETRY_CALLS, ROUND_LOOP_WORDS, TRAINING_RUN_WORDS
+from nozero.lint.tables.sources import LOSS_TERM_NAMES
 
 
 def _caught_names(handler: cst.ExceptHandler, ctx: Context) -> set[str]:
@@ -314,6 +315,84 @@ def _hands_none_to_a_skip(handler: cst.ExceptHandler, ctx: Context) -> bool:
     return fn is not None and ctx.facts.skipped_on_none(fn.name) is not None
 
 
+def _zeroed_term(handler: cst.ExceptHandler, ctx: Context) -> str:
+    """The loss term the ``try`` computes and the handler sets to a constant in its place
+    (``try: kd = distill(...)`` / ``except Exception: kd = torch.tensor(0.0)``), or ''.
+    Training goes on with the term gone, whatever failed, a NaN check's error among them."""
+    parent = ctx.ancestors[-1] if ctx.ancestors else None
+    if not isinstance(parent, cst.Try) or raises(handler.body, ctx) or _evaluates(ctx):
+        return ""
+    computed = {
+        n.target.value
+        for n in walk(parent.body)
+        if isinstance(n, cst.AssignTarget) and isinstance(n.target, cst.Name)
+    }
+    for n in walk(handler.body):
+        if not (isinstance(n, cst.Assign) and len(n.targets) == 1):
+            continue
+        target = n.targets[0].target
+        name = target.value if isinstance(target, cst.Name) else ""
+        named = vocab.is_loss_name(name) or name in LOSS_TERM_NAMES
+        if name in computed and named and _a_zero(n.value, ctx):
+            return name
+    return ""
+
+
+def _evaluates(ctx: Context) -> bool:
+    """Is the node under ``with torch.no_grad():`` (or ``inference_mode``), or in a loop
+    over evaluation data (``for batch in val_loader``)? Nothing trains there."""
+    for ancestor in ctx.ancestors:
+        if isinstance(ancestor, cst.With) and any(
+            word in ctx.code(item.item) for item in ancestor.items for word in _NO_GRADIENT
+        ):
+            return True
+        if isinstance(ancestor, cst.For) and any(
+            isinstance(n, cst.Name) and vocab.names_evaluation(n.value) for n in walk(ancestor.iter)
+        ):
+            return True
+    return False
+
+
+# Blocks in which no gradient is computed.
+_NO_GRADIENT = ("no_grad", "inference_mode")
+
+
+def _a_zero(value: cst.BaseExpression, ctx: Context) -> bool:
+    """``0.0``, ``torch.tensor(0.0)``, ``torch.zeros(())``: a zero put in a term's place."""
+    if isinstance(value, cst.Integer | cst.Float):
+        return float(value.value) == 0.0
+    if not isinstance(value, cst.Call):
+        return False
+    called = ctx.called(value)
+    if called in ("zeros", "zeros_like", "new_zeros"):
+        return True
+    first = value.args[0].value if value.args else None
+    return (
+        called in ("tensor", "as_tensor")
+        and isinstance(first, cst.Integer | cst.Float)
+        and (float(first.value) == 0.0)
+    )
+
+
+def _what_any_error_skips(handler: cst.ExceptHandler, ctx: Context) -> str:
+    """What a handler catching any error lets training go on past ('' when nothing):
+    in a loop, a step, the loss it steps with or a round of the run; anywhere, a loss
+    term it sets to 0, or a None its caller skips the batch on."""
+    if ctx.in_loop() and _goes_on_from_any_error(handler, ctx):
+        if _takes_a_step(ctx):
+            return _ANY_ERROR.format("training step")
+        if _computes_the_stepped_loss(ctx):
+            return _ANY_ERROR.format("loss the loop steps with")
+        if _runs_a_round(ctx):
+            return _ANY_ERROR.format("round of training")
+    term = _zeroed_term(handler, ctx)
+    if term:
+        return f"any error of the loss term {term} sets it to a constant"
+    if _hands_none_to_a_skip(handler, ctx):
+        return "any error hands back None, and the caller skips the batch"
+    return ""
+
+
 def _goes_on_from_any_error(handler: cst.ExceptHandler, ctx: Context) -> bool:
     """Does the handler raise on no path, and not leave the loop: every error it catches,
     whatever its message, ends in the next batch? A handler that raises on some path
@@ -373,6 +452,22 @@ def _always_raises(body: cst.BaseSuite, ctx: Context) -> bool:
 
 
 _ANY_ERROR = "any error of the {} is caught, and the loop goes on"
+# A distillation term computed in a ``try``, set to 0 by the handler: in training the
+# step goes on without it; in a ``no_grad`` evaluation nothing trains.
+_ZEROED_TERM = """\
+import torch
+{decorator}def {name}(student, teacher, loader, optimizer):
+    for batch in loader:
+        ce = student.loss(batch)
+        try:
+            kd = distill(student(batch.x), teacher(batch.x))
+        except Exception:
+            kd = torch.tensor(0.0)
+        loss = ce + kd
+        if not torch.isfinite(loss):
+            raise FloatingPointError("non-finite loss")
+        {end}
+"""
 # A handler that goes on from a failed round of training: in the run's own loop over
 # epochs it starts the next round of the same run; in a sweep, a new run.
 _ROUND_OR_RUN = """\
@@ -391,6 +486,11 @@ for {loop}:
 class SwallowedFloatingPointError(Rule):
     code = "NZ301"
     VALID = [
+        Example(
+            _ZEROED_TERM.format(
+                decorator="@torch.no_grad()\n", name="evaluate", end="totals.append(loss.item())"
+            )
+        ),
         # a sweep: a failed run ends, and the next configuration starts anew
         Example(_ROUND_OR_RUN.format(loop="config in configs")),
         Example(  # None for an unreadable file, skipped by a loop that trains nothing
@@ -509,6 +609,10 @@ class SwallowedFloatingPointError(Rule):
             """),
     ]
     INVALID = [
+        Example(
+            _ZEROED_TERM.format(decorator="", name="train", end="loss.backward()"),
+            line=7,
+        ),
         # the same run goes on with its next epoch
         Example(_ROUND_OR_RUN.format(loop="epoch in range(epochs)"), line=5),
         Example(  # None for any error, and the training loop skips the batch on it
@@ -655,19 +759,10 @@ class SwallowedFloatingPointError(Rule):
             goes_on = ctx.in_loop() or (_try_body_is_training(ctx) and _returns_a_constant(node))
             if own and goes_on and not _always_raises(node.body, ctx):
                 ctx.report(node, self, own)
-            elif (
-                ctx.in_loop()
-                and _catches_any_error(node, names)
-                and _goes_on_from_any_error(node, ctx)
-            ):
-                if _takes_a_step(ctx):
-                    ctx.report(node, self, _ANY_ERROR.format("training step"))
-                elif _computes_the_stepped_loss(ctx):
-                    ctx.report(node, self, _ANY_ERROR.format("loss the loop steps with"))
-                elif _runs_a_round(ctx):
-                    ctx.report(node, self, _ANY_ERROR.format("round of training"))
-            elif _catches_any_error(node, names) and _hands_none_to_a_skip(node, ctx):
-                ctx.report(node, self, "any error hands back None, and the caller skips the batch")
+            elif _catches_any_error(node, names):
+                detail = _what_any_error_skips(node, ctx)
+                if detail:
+                    ctx.report(node, self, detail)
             return
         if raises(node, ctx) or _ends_run(node, ctx):
             return

@@ -155,3 +155,18 @@ COMPARISON_CALLS: dict[str, type[ast.cmpop]] = {
     "less_equal": ast.LtE,  # jnp.less_equal(x, bound)
     "le": ast.LtE,  # loss.le(limit)
 }
+
+# Short names of loss terms that say "loss" in no word of theirs: a test of one is a test
+# of the loss (``if isnan(ce):``), and one computed in a ``try`` is the loss's term.
+LOSS_TERM_NAMES = frozenset(
+    {
+        "ce",  # cross-entropy
+        "kd",  # knowledge distillation
+        "kl",  # Kullback-Leibler divergence
+        "bce",  # binary cross-entropy
+        "nll",  # negative log-likelihood
+        "mse",  # mean squared error
+        "mae",  # mean absolute error
+        "ctc",  # connectionist temporal classification
+    }
+)
