@@ -17,7 +17,7 @@ from collections.abc import Collection, Iterable
 from functools import lru_cache
 
 from nozero.lint import vocab
-from nozero.lint.imports import dotted_name
+from nozero.lint.imports import dotted_name, last_part
 from nozero.lint.lines import line_starts
 from nozero.lint.tables.sources import SCALER_TYPES
 
@@ -205,3 +205,14 @@ def _words(node: ast.AST) -> list[str]:
         node = node.func
     dotted = dotted_name(node)
     return vocab.name_words(dotted.rsplit(".", 1)[-1]) if dotted else []
+
+
+def steps_through_a_scaler(call: ast.Call) -> bool:
+    """``loss_scaler(loss, optimizer, clip_grad=...)``: calling a loss scaler object with
+    the optimizer (timm's ``NativeScaler``, copied by MAE, DeiT, BEiT...) runs the
+    backward pass and the optimizer's step."""
+    words = vocab.name_words(last_part(dotted_name(call.func) or ""))
+    if words[-1:] != ["scaler"]:
+        return False
+    given = [*call.args, *(k.value for k in call.keywords)]
+    return any(vocab.names_optimizer(dotted_name(v) or "") for v in given)

@@ -125,17 +125,6 @@ def _is_model_class(cls: ast.ClassDef) -> bool:
     return any(last_part(dotted_name(base) or "") in _MODEL_BASES for base in cls.bases)
 
 
-def _steps_through_a_scaler(call: ast.Call) -> bool:
-    """``loss_scaler(loss, optimizer, clip_grad=...)``: calling a loss scaler object with
-    the optimizer (timm's ``NativeScaler``, copied by MAE, DeiT, BEiT...) runs the
-    backward pass and the optimizer's step."""
-    words = vocab.name_words(last_part(dotted_name(call.func) or ""))
-    if words[-1:] != ["scaler"]:
-        return False
-    given = [*call.args, *(k.value for k in call.keywords)]
-    return any(vocab.names_optimizer(dotted_name(v) or "") for v in given)
-
-
 def _is_step(node: ast.AST) -> bool:
     """A function named for an optimizer step (``step``, ``optimizer_step``)."""
     name = getattr(node, "name", "")

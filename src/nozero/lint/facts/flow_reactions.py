@@ -429,7 +429,7 @@ class ReactionsPart:
         """Does a same-file caller of ``unit`` skip its training loop's batch when the
         call hands back None (or a tuple led by None)?"""
         name = getattr(unit.node, "name", None)
-        return name is not None and self.facts.skipped_on_none(name) is not None
+        return name is not None and self.facts.skipped_on_none(name)
 
     def _guards_a_call(self, unit: _Unit) -> bool:
         """Is ``unit`` a decorator's wrapper: a function nested in one that returns it,

@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import ast
 
-from nozero.lint import vocab
-from nozero.lint.facts.flow_helpers import _names, _steps_through_a_scaler, _within
 from nozero.lint.facts.flow_types import _FORCED_SCALING, _NOT_SCALING, Reaction, Route, _Unit
 
 
@@ -31,7 +29,7 @@ class RecordPart:
         line = getattr(node, "lineno", 1)
         if self.facts.only_observes(where, line) or self.facts.in_test(where):
             return True  # evaluation, metrics, plots and tests touch no training signal
-        if self._in_evaluation_loop(unit, line):
+        if self.facts.in_evaluation_loop(unit.node, line):
             return True
         col = getattr(node, "col_offset", 0)
         last = getattr(node, "end_lineno", line) or line
@@ -44,22 +42,8 @@ class RecordPart:
             self._reactions[key] = Reaction(kind, line, col, line, last, route, scaling)
         return True
 
-    def _in_evaluation_loop(self, unit: _Unit, line: int) -> bool:
-        """Is ``line`` in a loop over evaluation data (``for batch in val_loader``) that
-        takes no step: a validation pass inside the training function."""
-        return any(
-            isinstance(node, ast.For | ast.AsyncFor)
-            and _within(node, line)
-            and any(vocab.names_evaluation(name) for name in _names(node.iter))
-            and not any(map(self._is_update, ast.walk(node)))
-            for node in self.facts.nodes(unit.node)
-        )
-
     def _steps(self, fn: ast.AST) -> list[int]:
         return sorted(node.lineno for node in self.facts.nodes(fn) if self._is_update(node))
 
     def _is_update(self, node: ast.AST) -> bool:
-        """A call that steps (``optimizer.step()``, ``apply_updates``, ``backward``)."""
-        return isinstance(node, ast.Call) and (
-            self._called(node) in vocab.UPDATE_CALLS or _steps_through_a_scaler(node)
-        )
+        return self.facts.is_update(node)

@@ -8,11 +8,11 @@ than in a branch. One part of ``flows.Flows``, which mixes it in.
 from __future__ import annotations
 
 import ast
-import re
 
 from nozero.lint import vocab
 from nozero.lint.facts.flow_helpers import (
     _DETACHING,
+    _IDENTIFIER,
     _mentions_finfo,
     _names,
     _negative,
@@ -469,6 +469,6 @@ def _tests_a_prediction(route: Route, value: ast.expr) -> bool:
     """Did the mask's test look at ``value`` itself, and is ``value`` no label (``y_true``,
     ``target``)?"""
     name = dotted_name(value) or ""
-    tested = set(re.findall(r"[\w.]+", route.origin)) | route.looked_at
+    tested = set(_IDENTIFIER.findall(route.origin)) | route.looked_at
     words = vocab.name_words(name.rsplit(".", 1)[-1])
     return name in tested and not vocab.is_label_name(name) and "true" not in words

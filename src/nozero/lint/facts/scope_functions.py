@@ -26,7 +26,7 @@ from nozero.lint.facts.scope_ast import (
     parameter_names,
 )
 from nozero.lint.imports import child_statements, dotted_name, last_part
-from nozero.lint.scaling import scaler_in_lines
+from nozero.lint.scaling import scaler_in_lines, steps_through_a_scaler
 from nozero.lint.tables.reactions import SANITIZER_FILL_KEYWORDS
 
 # First words of calls that handle a model without running it (``unwrap_model``,
@@ -142,18 +142,18 @@ class FunctionFacts:
         found = self._functions.get(line)
         return found[0] if found else None
 
-    def skipped_on_none(self, name: str) -> int | None:
-        """The line where a caller of the same-file function ``name`` skips its loop's
-        iteration when the call hands back None (``result = self.forward(batch)``, then
-        ``if result is None: continue``) and steps in it, or None when no caller does."""
-        return self._skips_on_none.get(name)
+    def skipped_on_none(self, name: str) -> bool:
+        """Does a caller of the same-file function ``name`` skip its loop's iteration
+        when the call hands back None (``result = self.forward(batch)``, then ``if result
+        is None: continue``), in a function that steps?"""
+        return name in self._skips_on_none
 
     @cached_property
-    def _skips_on_none(self) -> dict[str, int]:
-        found: dict[str, int] = {}
+    def _skips_on_none(self) -> frozenset[str]:
+        found: set[str] = set()
         for caller, _ in self._functions.values():
             bound: dict[str, str] = {}  # a name bound to a same-file call -> the callee
-            skips: list[tuple[str, int]] = []  # (name found missing, line of the continue)
+            skipped: set[str] = set()  # names found missing by a test whose body continues
             for node in self.nodes(caller):
                 if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call):
                     callee = self.helper_name(node.value.func)
@@ -162,21 +162,33 @@ class FunctionFacts:
                             target = target.elts[0]  # ``loss, logs = self.forward(batch)``
                         if callee is not None and isinstance(target, ast.Name):
                             bound[target.id] = callee
-                elif isinstance(node, ast.If):
+                elif isinstance(node, ast.If) and any(
+                    isinstance(s, ast.Continue) for s in node.body
+                ):
                     tested = _tested_for_none(node.test)
-                    skip = next((s for s in node.body if isinstance(s, ast.Continue)), None)
-                    if tested is not None and skip is not None:
-                        skips.append((tested, skip.lineno))
-            if skips and not any(
-                isinstance(n, ast.Call)
-                and last_part(dotted_name(n.func) or "") in vocab.UPDATE_CALLS
-                for n in self.nodes(caller)
-            ):
-                continue  # a loop that takes no step: skipping unreadable files, say
-            for tested, line in skips:
-                if tested in bound:
-                    found.setdefault(bound[tested], line)
-        return found
+                    if tested is not None:
+                        skipped.add(tested)
+            # a loop that takes no step skips unreadable files, say
+            if skipped & bound.keys() and any(map(self.is_update, self.nodes(caller))):
+                found |= {bound[name] for name in skipped & bound.keys()}
+        return frozenset(found)
+
+    def is_update(self, node: ast.AST) -> bool:
+        """A call that steps (``optimizer.step()``, ``apply_updates``, ``backward``)."""
+        return isinstance(node, ast.Call) and (
+            self.called(node.func) in vocab.UPDATE_CALLS or steps_through_a_scaler(node)
+        )
+
+    def in_evaluation_loop(self, fn: ast.AST, line: int) -> bool:
+        """Is ``line`` in a loop of ``fn`` over evaluation data (``for batch in
+        val_loader``) that takes no step: a validation pass inside the training function."""
+        return any(
+            isinstance(node, ast.For | ast.AsyncFor)
+            and node.lineno <= line <= (node.end_lineno or node.lineno)
+            and any(map(vocab.names_evaluation, _iterated_names(node.iter)))
+            and not any(map(self.is_update, ast.walk(node)))
+            for node in self.nodes(fn)
+        )
 
     def only_observes(self, key: int, line: int | None = None) -> bool:
         """Does the function on line ``key``, or one around it, only observe values
@@ -516,3 +528,14 @@ def _tested_for_none(test: ast.expr) -> str | None:
     if isinstance(left, ast.Subscript) and isinstance(left.slice, ast.Constant):
         left = left.value if left.slice.value == 0 else left  # ``result[0] is None``
     return left.id if isinstance(left, ast.Name) else None
+
+
+def _iterated_names(node: ast.AST) -> set[str]:
+    """Names and dotted attributes in ``node`` (``self.`` dropped): what a loop runs over."""
+    found = set()
+    for child in ast.walk(node):
+        if isinstance(child, ast.Name):
+            found.add(child.id)
+        elif isinstance(child, ast.Attribute) and (dotted := dotted_name(child)):
+            found.add(dotted.removeprefix("self."))
+    return found

@@ -256,14 +256,9 @@ def _after_a_finiteness_check(node: cst.CSTNode, ctx: Context) -> bool:
         fn.lineno <= r.route.line < line
         and r.line < line
         and not r.scaling
-        and _names_gradients(r.route.origin)
+        and any(map(vocab.names_gradients, re.findall(r"\w+", r.route.origin)))
         for r in reactions(ctx.facts)
     )
-
-
-def _names_gradients(text: str) -> bool:
-    words = {w for name in re.findall(r"\w+", text) for w in vocab.name_words(name)}
-    return bool(words & vocab.GRADIENT_WORDS)
 
 
 class ClipGradNormNonFiniteOff(_SwitchOff):
