@@ -4088,6 +4088,78 @@ HAND_WRITTEN = [
         _rolled_back('raise FloatingPointError("non-finite loss; last good weights restored")'),
     ),
     case(
+        "a loss term set to 0 on any error, in code that never tests for NaN or steps",
+        """\
+        import torch
+        def train(student, teacher, loader):
+            for batch in loader:
+                ce = student.loss(batch)
+                try:
+                    kd = distill(student(batch.x), teacher(batch.x))
+                except Exception:
+                    kd = torch.tensor(0.0)
+        """,
+    ),
+    case(
+        "the last good weights loaded on a NaN loss, then the training loop left: a halt",
+        _rolled_back("break"),
+    ),
+    case(
+        "a Keras callback putting back the weights of the epoch's start on a NaN batch loss",
+        """\
+        import numpy as np
+        import tensorflow as tf
+        class RestoreOnNaN(tf.keras.callbacks.Callback):
+            def on_epoch_begin(self, epoch, logs=None):
+                self.good = self.model.get_weights()
+            def on_train_batch_end(self, batch, logs=None):
+                if np.isnan(logs["loss"]):
+                    self.model.set_weights(self.good)
+        """,
+        (8, "NZ410"),
+    ),
+    case(
+        "a Keras callback loading the last good weights file on a NaN batch loss",
+        """\
+        import math
+        import keras
+        class Rollback(keras.callbacks.Callback):
+            def on_batch_end(self, batch, logs=None):
+                loss = logs.get("loss")
+                if loss is not None and math.isnan(loss):
+                    self.model.load_weights("last_good.weights.h5")
+        """,
+        (7, "NZ410"),
+    ),
+    case(
+        "a Keras callback putting back the best weights on a NaN loss and stopping: a halt",
+        """\
+        import numpy as np
+        import tensorflow as tf
+        class StopOnNaN(tf.keras.callbacks.Callback):
+            def on_train_batch_end(self, batch, logs=None):
+                if np.isnan(logs["loss"]):
+                    self.model.set_weights(self.best_weights)
+                    self.model.stop_training = True
+        """,
+    ),
+    case(
+        "gradients cleared on a NaN loss before the training loop is left: a halt",
+        """\
+        import torch
+        def train(model, loader, optimizer):
+            for batch in loader:
+                loss = model(batch)
+                if torch.isnan(loss):
+                    print("NaN loss, stopping")
+                    optimizer.zero_grad()
+                    break
+                loss.backward()
+                optimizer.step()
+                optimizer.zero_grad()
+        """,
+    ),
+    case(
         "models put back after every inner run, the meta-step only taken when finite",
         """\
         import copy

@@ -17,7 +17,12 @@ from nozero.lint.facts.flow_types import _BLOCKS, _DEFS, Flag, Route
 from nozero.lint.facts.scopes import FileFacts, source_segment
 from nozero.lint.imports import dotted_name, last_part
 from nozero.lint.tables.propagation import JOINS
-from nozero.lint.tables.reactions import PARAMETER_SOURCES, REPORTING_CALLS
+from nozero.lint.tables.reactions import (
+    PARAMETER_SOURCES,
+    REPORTING_CALLS,
+    STOP_FLAG_WORDS,
+    STOP_PART_WORDS,
+)
 from nozero.lint.tables.sources import LOSS_TERM_NAMES, SCALER_TYPES
 
 # ---- small syntactic helpers --------------------------------------------------------
@@ -531,3 +536,11 @@ def _statement_expressions(stmt: ast.stmt):
             continue
         yield node
         stack.extend(reversed(list(ast.iter_child_nodes(node))))
+
+
+def asks_to_stop(key: str) -> bool:
+    """Is ``key`` a flag that ends the run once set (``self.model.stop_training``,
+    ``trainer.should_stop``)? Setting it on a non-finite value is a halt: no route. A
+    flag that stops one step or a part of it (``stop_update``) is a skip."""
+    words = set(vocab.name_words(key.rsplit(".", 1)[-1]))
+    return bool(words & STOP_FLAG_WORDS) and not words & STOP_PART_WORDS

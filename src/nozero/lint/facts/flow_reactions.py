@@ -31,6 +31,7 @@ from nozero.lint.facts.flow_helpers import (
     _strong,
     _within,
     _zero_arg,
+    asks_to_stop,
 )
 from nozero.lint.facts.flow_types import (
     _LOOPS,
@@ -203,6 +204,21 @@ class ReactionsPart:
             return False
         return not self._one_round(fn)
 
+    def _ends_the_run(self, unit: _Unit, stmt: ast.stmt, tested: set[str], loops: int) -> bool:
+        """Does ``stmt`` end the run: a raise, a stop flag set (``self.model.stop_training
+        = True``), or a ``break`` or ``return`` that leaves the training loop itself? What
+        the branch does before it (gradients cleared, the best weights put back) is then
+        tidying before a halt, not a reaction that goes on."""
+        if self._raises(stmt):
+            return True
+        if isinstance(stmt, ast.Assign) and _constant_truth(stmt.value) is True:
+            return any(asks_to_stop(dotted_name(t) or "") for t in stmt.targets)
+        if isinstance(stmt, ast.Break):
+            return bool(loops) and self._break_is_no_skip(unit, stmt, tested)
+        if isinstance(stmt, ast.Return):
+            return bool(loops) and self._returns_from_training(unit, stmt)
+        return False
+
     def _returns_from_training(self, unit: _Unit, stmt: ast.Return) -> bool:
         """Does a bare ``return`` leave the training loop itself (see ``_ends_training``)
         of the function that trains, ending the run rather than skipping a step?"""
@@ -268,8 +284,8 @@ class ReactionsPart:
                 return None
             if isinstance(stmt, ast.Assert):
                 return None  # ``assert mask.count_nonzero() == 0``: only an explained NaN passes
-            if any(self._raises(later) for later in branch[at + 1 :]) and isinstance(
-                stmt, ast.Expr | ast.Assign | ast.AugAssign | ast.AnnAssign
+            if isinstance(stmt, ast.Expr | ast.Assign | ast.AugAssign | ast.AnnAssign) and any(
+                self._ends_the_run(unit, later, tested, loops) for later in branch[at + 1 :]
             ):
                 continue  # ``loss_summary = {...}; raise RuntimeError(...)``: it stops
             if isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
@@ -483,7 +499,7 @@ class ReactionsPart:
             return False  # ``p.data.copy_(torch.zeros_like(p))`` zeroes: not a saved copy
         owner = func.value.value if _is_data(func.value) else func.value
         name = dotted_name(owner) or ""
-        if func.attr == "load_state_dict":
+        if RESTORING_CALLS[func.attr] == "model":
             return name.rsplit(".", 1)[-1] != "self" and vocab.holds_training_state(name)
         return name in _parameter_names(unit.node)
 

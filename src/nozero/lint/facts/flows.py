@@ -63,6 +63,7 @@ from nozero.lint.facts.flow_helpers import (
     _trains_by_itself,
     _uses_switched_scaler,
     _walk,
+    asks_to_stop,
 )
 from nozero.lint.facts.flow_reactions import ReactionsPart
 from nozero.lint.facts.flow_record import RecordPart
@@ -77,12 +78,7 @@ from nozero.lint.facts.scopes import (
 from nozero.lint.imports import dotted_name, last_part
 from nozero.lint.lines import line_starts, split_lines
 from nozero.lint.scaling import scaler_at_work, scaler_in_lines
-from nozero.lint.tables.reactions import (
-    CLAMP_UPPER_KEYWORDS,
-    CLAMPS,
-    STOP_FLAG_WORDS,
-    STOP_PART_WORDS,
-)
+from nozero.lint.tables.reactions import CLAMP_UPPER_KEYWORDS, CLAMPS
 
 # Other modules import these from here.
 __all__ = ["WHAT", "Flag", "Flows", "Reaction", "Route"]
@@ -373,7 +369,7 @@ class Flows(ReactionsPart, SelectionsPart, RecordPart, FlagsPart):
             route, polarity = bad
             for target in targets:
                 key = _key(target) or _item_key(target)
-                if key and not _asks_to_stop(key):
+                if key and not asks_to_stop(key):
                     flag_route = Route(
                         stmt.lineno,
                         route.origin if not route.flag else f"{route.flag}",
@@ -400,7 +396,7 @@ class Flows(ReactionsPart, SelectionsPart, RecordPart, FlagsPart):
         for target in targets:
             if found:
                 key = _key(target) or _item_key(target)  # ``stats["nonfinite"] = ...``
-                if key and not _asks_to_stop(key):
+                if key and not asks_to_stop(key):
                     route, polarity = found
                     if route.flag is None:  # a test bound to a name: weak stays weak
                         route = dataclasses.replace(
@@ -699,11 +695,3 @@ def _clamps_a_loss(called: Callable[[ast.expr], str], stmt: ast.stmt) -> bool:
         bounds[1] if len(bounds) > 1 else None,
     )
     return upper is not None and not (isinstance(upper, ast.Constant) and upper.value is None)
-
-
-def _asks_to_stop(key: str) -> bool:
-    """Is ``key`` a flag that ends the run once set (``self.model.stop_training``,
-    ``trainer.should_stop``)? Setting it on a non-finite value is a halt: no route. A
-    flag that stops one step or a part of it (``stop_update``) is a skip."""
-    words = set(vocab.name_words(key.rsplit(".", 1)[-1]))
-    return bool(words & STOP_FLAG_WORDS) and not words & STOP_PART_WORDS

@@ -128,8 +128,25 @@ def _zeroed_term(handler: cst.ExceptHandler, ctx: Context) -> str:
         name = target.value if isinstance(target, cst.Name) else ""
         named = vocab.is_loss_name(name) or name in LOSS_TERM_NAMES
         if name in computed and named and _a_zero(n.value, ctx):
-            return "" if _evaluates(ctx) else name
+            return "" if _evaluates(ctx) or not _beside_a_finiteness_test(ctx) else name
     return ""
+
+
+def _beside_a_finiteness_test(ctx: Context) -> bool:
+    """Does the statement of the function's body around the handler also test a value
+    for NaN/Inf? Code that checks for non-finite values is code where one is expected,
+    and a handler there that goes on catches the failures such a check raises."""
+    around = next(
+        (
+            ctx.ancestors[at + 1]
+            for at in range(len(ctx.ancestors) - 2, -1, -1)
+            if isinstance(ctx.ancestors[at], cst.FunctionDef)
+        ),
+        ctx.ancestors[0] if ctx.ancestors else None,
+    )
+    return around is not None and any(
+        isinstance(n, cst.Call) and ctx.is_nonfinite_test(n) for n in walk(around)
+    )
 
 
 def _evaluates(ctx: Context) -> bool:

@@ -264,12 +264,13 @@ HELPER_ZEROING = frozenset(
 # ---- restoring a saved copy ----------------------------------------------------------
 # Calls that put parameters back to a copy saved before the update: in a branch taken on a
 # non-finite value, the update is dropped and training goes on (NZ410, as a keep-old select).
-RESTORING_CALLS = frozenset(
-    {
-        "copy_",  # p.data.copy_(saved[name])
-        "load_state_dict",  # model.load_state_dict(last_good_state)
-    }
-)
+# Each names what it is called on: "parameter" (a loop's parameter, or its ``.data``) or
+# "model" (a name holding training state, not ``self``).
+RESTORING_CALLS = {
+    "copy_": "parameter",  # p.data.copy_(saved[name])
+    "load_state_dict": "model",  # model.load_state_dict(last_good_state)
+    "set_weights": "model",  # Keras: self.model.set_weights(self.last_good_weights)
+}
 # Calls that reload a saved checkpoint, whatever they are called on (orbax's
 # ``mngr.restore(step)``, ``trainer.load_checkpoint(path)``): a roll-back.
 ROLLBACK_CALLS = frozenset(
@@ -278,6 +279,7 @@ ROLLBACK_CALLS = frozenset(
         "restore_checkpoint",  # flax: checkpoints.restore_checkpoint(ckpt_dir, state)
         "load_checkpoint",  # trainer.load_checkpoint(last_good)
         "reload_checkpoint",  # self.reload_checkpoint()
+        "load_weights",  # Keras: self.model.load_weights("last_good.weights.h5")
     }
 )
 # Calls whose results are a model's parameters: their loop variables are parameters.
