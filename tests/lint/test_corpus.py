@@ -4088,6 +4088,159 @@ HAND_WRITTEN = [
         _rolled_back('raise FloatingPointError("non-finite loss; last good weights restored")'),
     ),
     case(
+        "a NaN loss counted (raising after too many) and marked: the mark skips backward and step",
+        """\
+        import torch
+        class Trainer:
+            def update(self, total_loss):
+                if self.config.skip_nan_loss:
+                    if torch.any(torch.isnan(total_loss)).item():
+                        self.logger.info("nan loss -> skip")
+                        self.skip_nan_loss_counter += 1
+                        if self.skip_nan_loss_counter > self.config.max_nan_losses:
+                            raise RuntimeError("too many nan losses in a row")
+                        self._skip_nan_step = True
+                if not self._skip_nan_step:
+                    total_loss.backward()
+                if not self._skip_nan_step:
+                    self.optimizer.step()
+                self._skip_nan_step = False
+        """,
+        (11, "NZ201"),
+        (13, "NZ201"),
+    ),
+    case(
+        "a micro-batch's NaN loss clears the gradients and sets a flag the minibatch skips on",
+        """\
+        import torch
+        def train(model, minibatches, optimizer):
+            for minibatch in minibatches:
+                skip = False
+                for micro in minibatch:
+                    loss = model(micro)
+                    if not loss.isfinite():
+                        optimizer.zero_grad(set_to_none=True)
+                        skip = True
+                        break
+                    loss.backward()
+                if skip:
+                    continue
+                optimizer.step()
+        """,
+        (8, "NZ201"),
+    ),
+    case(
+        "a NaN loss only logged where it sets the flag the minibatch skips on",
+        """\
+        import torch
+        def train(model, minibatches, optimizer):
+            for minibatch in minibatches:
+                skip = False
+                for micro in minibatch:
+                    loss = model(micro)
+                    if not loss.isfinite():
+                        print("non-finite loss")
+                        skip = True
+                    loss.backward()
+                if skip:
+                    continue
+                optimizer.step()
+        """,
+        (12, "NZ201"),
+    ),
+    case(
+        "a train step helper catching any error of its backward pass and handing back a failure",
+        """\
+        import torch
+        def train_step(model, batch, scaler=None):
+            try:
+                loss = model(batch)
+                if scaler is not None:
+                    scaler.scale(loss).backward()
+                else:
+                    loss.backward()
+                return loss.item(), True
+            except Exception as err:
+                if "out of memory" in str(err):
+                    torch.cuda.empty_cache()
+                return float("inf"), False
+        """,
+        (10, "NZ301"),
+    ),
+    case(
+        "a helper called per batch catching any error of its update, handing back NaN",
+        """\
+        def update(model, optimizer, batch):
+            try:
+                optimizer.zero_grad()
+                loss = model(batch)
+                loss.backward()
+                optimizer.step()
+            except RuntimeError as err:
+                print("update failed:", err)
+                return float("nan")
+            return loss.item()
+        def fit(model, optimizer, loader):
+            for batch in loader:
+                update(model, optimizer, batch)
+        """,
+        (7, "NZ301"),
+    ),
+    case(
+        "a helper called per batch catching any error of its update, in code naming no NaN",
+        """\
+        def update(model, optimizer, batch):
+            try:
+                optimizer.zero_grad()
+                model(batch).backward()
+                optimizer.step()
+            except RuntimeError as err:
+                print("update failed:", err)
+                return None
+            return True
+        def fit(model, optimizer, loader):
+            for batch in loader:
+                update(model, optimizer, batch)
+        """,
+    ),
+    case(
+        "a loop catching any error of its step, in code naming no NaN: left alone",
+        """\
+        def fit(model, optimizer, loader):
+            for batch in loader:
+                try:
+                    model(batch).backward()
+                    optimizer.step()
+                except RuntimeError as err:
+                    print("step failed:", err)
+                    continue
+        """,
+    ),
+    case(
+        "a train step helper whose handler re-raises after logging: correct",
+        """\
+        import logging
+        def train_step(model, batch, optimizer):
+            try:
+                loss = model(batch)
+                loss.backward()
+                optimizer.step()
+            except Exception:
+                logging.exception("step failed")
+                raise
+        """,
+    ),
+    case(
+        "an evaluation helper catching any error of its forward pass: nothing steps",
+        """\
+        def eval_step(model, batch):
+            try:
+                return model(batch).item()
+            except Exception:
+                return float("nan")
+        """,
+    ),
+    case(
         "a loss term set to 0 on any error, in code that never tests for NaN or steps",
         """\
         import torch

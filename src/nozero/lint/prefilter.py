@@ -25,7 +25,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING
 
 from nozero.lint import vocab
-from nozero.lint.imports import last_part
+from nozero.lint.imports import dotted_name, last_part
 from nozero.lint.lines import line_starts
 from nozero.lint.noqa import has_nozero_noqa
 
@@ -86,6 +86,10 @@ class TriggerLines:
             if self.excepts
             else []
         )
+        # handlers that catch any error (NZ301 reads what training goes on past there)
+        self.broad_excepts = (
+            self._lines(m.start() for m in _BROAD_EXCEPT.finditer(source)) if self.excepts else []
+        )
 
     def _lines(self, offsets: Iterable[int]) -> list[int]:
         return sorted({bisect_right(self._starts, offset) for offset in offsets})
@@ -105,6 +109,26 @@ class TriggerLines:
         return _any_within(self.words, first, last) or (
             except_text and _any_within(self.excepts, first, last)
         )
+
+
+# ``except:``, ``except Exception as err:``, ``except (OSError, RuntimeError):``: a handler
+# that catches any error, a finiteness check's among them.
+_BROAD_EXCEPT = re.compile(
+    r"\bexcept\b\s*(?::|[^:\n]*\b(?:" + "|".join(sorted(vocab.BROAD_EXCEPTIONS)) + r")\b)"
+)
+
+
+def in_a_unit_with_triggers(source: str, tree: ast.Module, line: int) -> bool:
+    """Does the unit holding ``line`` (a top-level statement, or a statement of a class
+    body) hold trigger text? The shortcuts hand libcst parts of such units only, so a
+    rule that reports what needs no trigger word of its own (a handler catching any
+    error) asks this first: its findings never depend on the shortcuts."""
+    lines = source.splitlines(keepends=True)
+    triggers = TriggerLines(source)
+    return any(
+        unit.first <= line <= unit.last and triggers.could_hold_finding(unit.first, unit.last)
+        for unit in split_units(tree, lines)
+    )
 
 
 # What a comparison with infinity must share its line with for a rule that parses it to
@@ -201,7 +225,7 @@ def split_units(tree: ast.Module, lines: list[str]) -> list[Unit]:
     return units
 
 
-def _is_trigger(node: ast.AST, names: frozenset[str], except_text: bool) -> bool:
+def _is_trigger(node: ast.AST, names: frozenset[str], except_text: bool, broad: bool) -> bool:
     """Can a rule's match start at ``node``? (Over-approximates every rule's condition.)"""
     if isinstance(node, ast.Name):
         return node.id in names or node.id.endswith(vocab.SETTING_SUFFIXES)
@@ -217,7 +241,18 @@ def _is_trigger(node: ast.AST, names: frozenset[str], except_text: bool) -> bool
         from nozero.lint.facts.scopes import compares_itself, is_inf
 
         return compares_itself(node) or any(map(is_inf, (node.left, *node.comparators)))
-    return except_text and isinstance(node, ast.ExceptHandler)
+    if isinstance(node, ast.ExceptHandler):
+        return except_text or (broad and _catches_any_error(node))
+    return False
+
+
+def _catches_any_error(handler: ast.ExceptHandler) -> bool:
+    """``except:`` or a handler naming ``Exception``, ``RuntimeError``, ``BaseException``."""
+    caught = handler.type
+    if caught is None:
+        return True
+    parts = caught.elts if isinstance(caught, ast.Tuple) else [caught]
+    return any(last_part(dotted_name(part) or "") in vocab.BROAD_EXCEPTIONS for part in parts)
 
 
 def narrow(
@@ -233,6 +268,7 @@ def narrow(
     except_text = _any_within(triggers.excepts, unit.first, unit.last) and _any_within(
         triggers.nonfinite_text, unit.first, unit.last
     )
+    broad = _any_within(triggers.broad_excepts, unit.first, unit.last)
     pieces: dict[int, Unit] = {}
     holders: set[FunctionNode] = set()
     # (node, innermost function starting its own line, statement of that function's body)
@@ -245,10 +281,10 @@ def narrow(
         if _decorators(node):  # ``@retry(FloatingPointError)`` sits above the ``def``
             lineno = _first_line(node)
         if lineno is not None and not triggers.could_hold_finding(
-            lineno, node.end_lineno or lineno, except_text
+            lineno, node.end_lineno or lineno, except_text or broad
         ):
             continue
-        if _is_trigger(node, names, except_text):
+        if _is_trigger(node, names, except_text, broad):
             if function is None:
                 return [unit], holders
             holders.add(function)

@@ -21,6 +21,7 @@ from nozero.lint.facts.flow_helpers import (
     _names,
     _optimizer_report,
     _short,
+    _zero_or_one,
 )
 from nozero.lint.facts.flow_types import Flag, Route, _Unit
 from nozero.lint.facts.scopes import (
@@ -83,6 +84,11 @@ class FlagsPart:
         if isinstance(expr, ast.NamedExpr):
             return self.flag_of(unit, expr.value, extra)
         if isinstance(expr, ast.IfExp):
+            truths = (_zero_or_one(expr.body), _zero_or_one(expr.orelse))
+            if None not in truths and truths[0] != truths[1]:
+                # ``1.0 if bad else 0.0``: the test's answer as a number (to all-reduce)
+                found = self.flag_of(unit, expr.test, extra)
+                return (found[0], found[1] == truths[0]) if found else None
             # ``isnan(x).any().item() if x.numel() > 1 else isnan(x).item()``: a test
             # either way (or a test one way and a constant the other)
             sides = [self.flag_of(unit, side, extra) for side in (expr.body, expr.orelse)]

@@ -15,6 +15,7 @@ from nozero.lint.facts import sources
 from nozero.lint.facts.flow_helpers import (
     _constant_truth,
     _constants,
+    _counts_up,
     _is_bool_constant,
     _is_step,
     _key,
@@ -89,6 +90,8 @@ class ReactionsPart:
             if _only_reports([s for s in branch if not self._leaves_as_usual(unit, s)]):
                 kind = "log_only"  # a diagnostic: its own opt-in rule (NZ203)
         own = kind in _OWN_SKIPS and self._passes_over_the_scaler(unit, route, branch, node)
+        if kind not in ("go_on", "log_only", "skip_flag") and not self._collect:
+            self._reacted_branches.append((branch[0].lineno, branch[-1].end_lineno or 0))
         return self._add(unit, kind, node, route, own=own)
 
     def _passes_over_the_scaler(
@@ -248,12 +251,7 @@ class ReactionsPart:
         words = {w for name in {fn.name, *parameter_names(fn)} for w in vocab.name_words(name)}
         if words & _ROUND_WORDS:
             return True
-        for loop in ast.walk(self.facts.tree):
-            if isinstance(loop, _LOOPS):
-                for node in ast.walk(loop):
-                    if isinstance(node, ast.Call) and self.facts.helper_name(node.func) == fn.name:
-                        return True
-        return False
+        return self.facts.called_in_a_loop(fn.name)
 
     def _raises(self, stmt: ast.stmt) -> bool:
         """``raise ...``, or a call that raises (``sys.exit``, a same-file raising helper)."""
@@ -574,6 +572,8 @@ class ReactionsPart:
                 return "sentinel"  # a marker the overflow check reads (``norm = -1``)
             if key in unit.env or self.flag_of(unit, value or target) is not None:
                 continue
+            if _counts_up(stmt):
+                continue  # ``self.nan_loss_count += 1``: a count of what was found
             base = key.removeprefix("self.")
             if base in tested or (
                 vocab.is_signal_name(base.rsplit(".", 1)[-1]) and "loss" in base.lower()
@@ -582,8 +582,35 @@ class ReactionsPart:
                     return "drop"  # ``losses = losses[finite]``: the bad samples leave
                 if self._kept_for_the_record(unit, key, stmt):
                     continue  # ``loss_vlb = 0.0``, then only ``totals["vlb"] += loss_vlb``
+                if self._only_ever_a_number(unit, key, value):
+                    continue  # ``loss_value = 1.0`` ... else ``loss_value = loss.item()``
                 return "replace"
         return None
+
+    def _only_ever_a_number(self, unit: _Unit, key: str, value: ast.expr | None) -> bool:
+        """Is the loss named ``key`` only ever a Python number in the function: a
+        constant, or a tensor made one (``loss.item()``, ``float(loss)``), bound at least
+        once that way? A loss as a number carries no gradient: put in place of a NaN, it
+        changes only what is recorded. (Other numbers, a clipping scale, still act.)"""
+        if "." in key or not vocab.is_loss_name(key):
+            return False
+        bound = [v for names, v in self.facts.bindings(unit.node) if key in names]
+        converted = [v for v in bound if isinstance(v, ast.Call) and self._to_number(v)]
+        return bool(converted) and all(
+            v is value or v in converted or _plain_number(v) for v in bound
+        )
+
+    def _to_number(self, call: ast.Call) -> bool:
+        """``x.item()``, ``float(x)``, and ``max(0.01, min(v, 15.0))`` of such numbers."""
+        called = self._called(call)
+        if called in vocab.TO_NUMBER:
+            return True
+        return called in ("max", "min") and all(
+            _plain_number(a)
+            or isinstance(a, ast.Name)
+            or (isinstance(a, ast.Call) and self._to_number(a))
+            for a in call.args
+        )
 
     def _kept_for_the_record(self, unit: _Unit, key: str, stmt: ast.stmt) -> bool:
         """Is the plain name ``key``, once set by ``stmt``, read only by bookkeeping: added
@@ -712,3 +739,7 @@ def _last_in(block: list[ast.stmt], stmt: ast.stmt) -> bool:
     if isinstance(last, ast.Try) and not last.orelse:
         return _last_in(last.body, stmt) or any(_last_in(h.body, stmt) for h in last.handlers)
     return False
+
+
+def _plain_number(value: ast.expr) -> bool:
+    return isinstance(value, ast.Constant) and type(value.value) in (int, float)

@@ -98,6 +98,8 @@ class Flows(ReactionsPart, SelectionsPart, RecordPart, FlagsPart):
         self._class_flags: dict[int, dict[str, Flag]] = {}
         self._helper_memo: dict[str, dict[int | None, Flag]] = {}
         self._reactions: dict[tuple[int, int, str], Reaction] = {}
+        # (first, last line) of each branch whose reaction is recorded
+        self._reacted_branches: list[tuple[int, int]] = []
         self._done = False
         self._collect = False
         self._flag_lines: dict[str, list[int]] = {}
@@ -163,7 +165,7 @@ class Flows(ReactionsPart, SelectionsPart, RecordPart, FlagsPart):
         if found:
             self._lines |= self._word_lines(found)
             self._sorted_lines = sorted(self._lines)
-        self._reactions = {}
+        self._reactions, self._reacted_branches = {}, []
         module = _Unit(
             tree,
             lambda: self.facts.scope(0),
@@ -174,6 +176,7 @@ class Flows(ReactionsPart, SelectionsPart, RecordPart, FlagsPart):
         self._block(module, tree.body, 0, None)
         self._visit_functions(tree, {})
         self._drop_marks_reacted_to()
+        self._drop_flags_of_reacted_branches()
 
     def _drop_marks_reacted_to(self) -> None:
         """One site, one finding: a skip mark that this file's own code skips on is
@@ -181,6 +184,23 @@ class Flows(ReactionsPart, SelectionsPart, RecordPart, FlagsPart):
         flagged_at = {r.route.line for r in self._reactions.values() if r.route.flag}
         for key, reaction in list(self._reactions.items()):
             if reaction.kind == "skip_flag" and reaction.line in flagged_at:
+                del self._reactions[key]
+
+    def _drop_flags_of_reacted_branches(self) -> None:
+        """One site, one finding: a flag set in a branch already reported for its own
+        reaction (``optimizer.zero_grad(); skip = True; break``) is not reported again
+        where the flag is read later (``if skip: continue``). A loss scaler's overflow
+        flag is left as it is: each step of its protocol is a site of its own (NZ406)."""
+        for key, reaction in list(self._reactions.items()):
+            set_at = reaction.route.line
+            if (
+                reaction.route.flag
+                and not reaction.scaling
+                and any(
+                    first <= set_at <= last < reaction.line
+                    for first, last in self._reacted_branches
+                )
+            ):
                 del self._reactions[key]
 
     def _interesting(self, unit: _Unit, stmt: ast.stmt) -> bool:

@@ -173,6 +173,23 @@ class FunctionFacts:
                 found |= {bound[name] for name in skipped & bound.keys()}
         return frozenset(found)
 
+    def called_in_a_loop(self, name: str) -> bool:
+        """Is the same-file function ``name`` called inside a loop of this file (``for
+        batch in loader: train_step(batch)``): a round or a step of a longer run?"""
+        return name in self._called_in_loops
+
+    @cached_property
+    def _called_in_loops(self) -> frozenset[str]:
+        found: set[str] = set()
+        for loop in ast.walk(self.tree):
+            if isinstance(loop, ast.For | ast.AsyncFor | ast.While):
+                for node in ast.walk(loop):
+                    if isinstance(node, ast.Call):
+                        name = self.helper_name(node.func)
+                        if name is not None:
+                            found.add(name)
+        return frozenset(found)
+
     def is_update(self, node: ast.AST) -> bool:
         """A call that steps (``optimizer.step()``, ``apply_updates``, ``backward``)."""
         return isinstance(node, ast.Call) and (

@@ -39,6 +39,7 @@ from nozero.lint.facts.scope_functions import FunctionFacts
 from nozero.lint.facts.scope_helpers import HelperFacts
 from nozero.lint.facts.scope_signal import SignalFacts
 from nozero.lint.facts.scope_tests import ExpressionFacts
+from nozero.lint.prefilter import in_a_unit_with_triggers
 
 
 class FileFacts(FunctionFacts, SignalFacts, ExpressionFacts, HelperFacts, BaseFacts):
@@ -77,6 +78,14 @@ class FileFacts(FunctionFacts, SignalFacts, ExpressionFacts, HelperFacts, BaseFa
         # what a function computes its own loss from, by its line (``_key_feeds_a_loss``)
         self._reaching_memo: dict[int, set[str]] = {}
         self.flows: Any = None  # the file's finiteness flows, built by ``facts.reactions``
+
+    def in_a_unit_with_triggers(self, line: int) -> bool:
+        """Does trigger text sit in the unit around ``line`` (``prefilter``'s units)?"""
+        if not hasattr(self, "_trigger_units"):
+            self._trigger_units: dict[int, bool] = {}
+        if line not in self._trigger_units:
+            self._trigger_units[line] = in_a_unit_with_triggers(self.source, self.tree, line)
+        return self._trigger_units[line]
 
 
 # The names other modules import from here, defined in the modules above.

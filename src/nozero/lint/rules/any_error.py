@@ -128,25 +128,17 @@ def _zeroed_term(handler: cst.ExceptHandler, ctx: Context) -> str:
         name = target.value if isinstance(target, cst.Name) else ""
         named = vocab.is_loss_name(name) or name in LOSS_TERM_NAMES
         if name in computed and named and _a_zero(n.value, ctx):
-            return "" if _evaluates(ctx) or not _beside_a_finiteness_test(ctx) else name
+            return "" if _evaluates(ctx) else name
     return ""
 
 
-def _beside_a_finiteness_test(ctx: Context) -> bool:
-    """Does the statement of the function's body around the handler also test a value
-    for NaN/Inf? Code that checks for non-finite values is code where one is expected,
-    and a handler there that goes on catches the failures such a check raises."""
-    around = next(
-        (
-            ctx.ancestors[at + 1]
-            for at in range(len(ctx.ancestors) - 2, -1, -1)
-            if isinstance(ctx.ancestors[at], cst.FunctionDef)
-        ),
-        ctx.ancestors[0] if ctx.ancestors else None,
-    )
-    return around is not None and any(
-        isinstance(n, cst.Call) and ctx.is_nonfinite_test(n) for n in walk(around)
-    )
+def _in_a_unit_with_triggers(handler: cst.ExceptHandler, ctx: Context) -> bool:
+    """Does trigger text sit in the unit around the handler (the top-level statement, or
+    the statement of a class body, holding it)? A handler that catches any error needs
+    no trigger word of its own, so this keeps what is reported independent of the
+    shortcuts, which hand libcst only parts of such units."""
+    line = ctx.scope_key or ctx.positions[handler].start.line + ctx.line_offset
+    return ctx.facts.in_a_unit_with_triggers(line)
 
 
 def _evaluates(ctx: Context) -> bool:
@@ -178,6 +170,8 @@ def what_any_error_skips(handler: cst.ExceptHandler, ctx: Context) -> str:
     """What a handler catching any error lets training go on past ('' when nothing):
     in a loop, a step, the loss it steps with or a round of the run; anywhere, a loss
     term it sets to 0, or a None its caller skips the batch on."""
+    if not _in_a_unit_with_triggers(handler, ctx):
+        return ""
     if ctx.in_loop() and _goes_on_from_any_error(handler, ctx):
         if _takes_a_step(ctx):
             return _ANY_ERROR.format("training step")
@@ -185,12 +179,58 @@ def what_any_error_skips(handler: cst.ExceptHandler, ctx: Context) -> str:
             return _ANY_ERROR.format("loss the loop steps with")
         if _runs_a_round(ctx):
             return _ANY_ERROR.format("round of training")
+    if not ctx.in_loop() and _takes_a_step(ctx) and _steps_for_a_loop(handler, ctx):
+        return "any error of the training step is caught, and the caller's loop goes on"
     term = _zeroed_term(handler, ctx)
     if term:
         return f"any error of the loss term {term} sets it to a constant"
     if _hands_none_to_a_skip(handler, ctx):
         return "any error hands back None, and the caller skips the batch"
     return ""
+
+
+def returns_a_constant(handler: cst.ExceptHandler) -> bool:
+    """Does the handler hand back a made-up result (``return 0.0``, ``return None``,
+    ``return``) in place of the step's?"""
+    for node in walk(handler.body):
+        if isinstance(node, cst.Return):
+            value = node.value
+            if isinstance(value, cst.UnaryOperation):
+                value = value.expression
+            values = [e.value for e in value.elements] if isinstance(value, cst.Tuple) else [value]
+            if all(
+                v is None
+                or isinstance(v, cst.Integer | cst.Float)
+                or is_literal(v, "None", "False", "True")
+                or _float_of_a_word(v)
+                for v in values
+            ):
+                return True
+    return False
+
+
+def _float_of_a_word(value: cst.BaseExpression) -> bool:
+    """``float("inf")``, ``float("nan")``: a made-up number written as a call."""
+    return (
+        isinstance(value, cst.Call)
+        and isinstance(value.func, cst.Name)
+        and value.func.value == "float"
+        and len(value.args) == 1
+        and isinstance(value.args[0].value, cst.SimpleString)
+    )
+
+
+def _steps_for_a_loop(handler: cst.ExceptHandler, ctx: Context) -> bool:
+    """Is the handler's function one step of a loop elsewhere (named for a step, or
+    called in a loop of this file), and does the handler hand back instead of raising?
+    The caller's loop then goes on to the next batch, whatever failed."""
+    fn = ctx.facts.function_at(ctx.scope_key)
+    if fn is None or (raises(handler.body, ctx) and not _raises_only_what_it_knows(handler, ctx)):
+        return False
+    hands_back = any(isinstance(n, cst.Return) for n in walk(handler))
+    if hands_back and not returns_a_constant(handler):
+        return False  # ``return loss_so_far``: the caller gets what the step got to
+    return "step" in vocab.name_words(fn.name) or ctx.facts.called_in_a_loop(fn.name)
 
 
 def _goes_on_from_any_error(handler: cst.ExceptHandler, ctx: Context) -> bool:

@@ -541,6 +541,7 @@ class WhereSubstitutes(Rule):
         branches = (node.body, node.orelse)
         if (
             any(is_finite_constant(b, ctx) for b in branches)
+            and not all(is_finite_constant(b, ctx) for b in branches)  # ``1.0 if bad else 0.0``
             and not any(_is_plain_number(b, ctx) for b in branches)
             and ctx.is_nonfinite_test(node.test)
         ):

@@ -6,7 +6,12 @@ import libcst as cst
 
 from nozero.lint import vocab
 from nozero.lint.imports import last_part
-from nozero.lint.rules.any_error import always_raises, catches_any_error, what_any_error_skips
+from nozero.lint.rules.any_error import (
+    always_raises,
+    catches_any_error,
+    returns_a_constant,
+    what_any_error_skips,
+)
 from nozero.lint.rules.base import Context, Example, Rule, is_literal, raises, walk
 from nozero.lint.tables.reactions import RETRY_CALLS, TRAINING_RUN_WORDS
 
@@ -201,25 +206,6 @@ def _raised_by_check(call: cst.Call, ctx: Context) -> str:
     ):
         return "RuntimeError"
     return ""
-
-
-def _returns_a_constant(handler: cst.ExceptHandler) -> bool:
-    """Does the handler hand back a made-up result (``return 0.0``, ``return None``,
-    ``return``) in place of the step's?"""
-    for node in walk(handler.body):
-        if isinstance(node, cst.Return):
-            value = node.value
-            if isinstance(value, cst.UnaryOperation):
-                value = value.expression
-            values = [e.value for e in value.elements] if isinstance(value, cst.Tuple) else [value]
-            if all(
-                v is None
-                or isinstance(v, cst.Integer | cst.Float)
-                or is_literal(v, "None", "False", "True")
-                for v in values
-            ):
-                return True
-    return False
 
 
 # A distillation term computed in a ``try``, set to 0 by the handler: in training the
@@ -526,7 +512,7 @@ class SwallowedFloatingPointError(Rule):
             own = _own_failure(names, ctx)
             # in a loop, the handler goes on to the next batch; in a step function, a
             # made-up result goes back to the loop as if the step had run
-            goes_on = ctx.in_loop() or (_try_body_is_training(ctx) and _returns_a_constant(node))
+            goes_on = ctx.in_loop() or (_try_body_is_training(ctx) and returns_a_constant(node))
             if own and goes_on and not always_raises(node.body, ctx):
                 ctx.report(node, self, own)
             elif catches_any_error(node, names):
