@@ -80,15 +80,16 @@ class TriggerLines:
                 self.words += self._lines([at])
                 at = source.find(suffix, at + 1)
         self.words.sort()
-        self.excepts = self._lines(vocab.word_offsets(source, ["except"]))
+        except_offsets = vocab.word_offsets(source, ["except"])
+        self.excepts = self._lines(except_offsets)
         self.nonfinite_text = (
             self._lines(m.start() for m in vocab.NONFINITE_TEXT.finditer(source))
             if self.excepts
             else []
         )
         # handlers that catch any error (NZ301 reads what training goes on past there)
-        self.broad_excepts = (
-            self._lines(m.start() for m in _BROAD_EXCEPT.finditer(source)) if self.excepts else []
+        self.broad_excepts = self._lines(
+            at for at in except_offsets if _BROAD_EXCEPT.match(source, at)
         )
 
     def _lines(self, offsets: Iterable[int]) -> list[int]:
@@ -114,21 +115,22 @@ class TriggerLines:
 # ``except:``, ``except Exception as err:``, ``except (OSError, RuntimeError):``: a handler
 # that catches any error, a finiteness check's among them.
 _BROAD_EXCEPT = re.compile(
-    r"\bexcept\b\s*(?::|[^:\n]*\b(?:" + "|".join(sorted(vocab.BROAD_EXCEPTIONS)) + r")\b)"
+    r"except\s*(?::|[^:\n]*\b(?:" + "|".join(sorted(vocab.BROAD_EXCEPTIONS)) + r")\b)"
 )
 
 
-def in_a_unit_with_triggers(source: str, tree: ast.Module, line: int) -> bool:
-    """Does the unit holding ``line`` (a top-level statement, or a statement of a class
-    body) hold trigger text? The shortcuts hand libcst parts of such units only, so a
-    rule that reports what needs no trigger word of its own (a handler catching any
-    error) asks this first: its findings never depend on the shortcuts."""
-    lines = source.splitlines(keepends=True)
+def units_with_triggers(source: str, tree: ast.Module) -> list[tuple[int, int]]:
+    """First and last line of each unit (a top-level statement, or a statement of a
+    class body) that holds trigger text. The shortcuts hand libcst parts of these units
+    only, so a rule that reports what needs no trigger word of its own (a handler
+    catching any error) asks whether its node lies in one: its findings never depend on
+    the shortcuts."""
     triggers = TriggerLines(source)
-    return any(
-        unit.first <= line <= unit.last and triggers.could_hold_finding(unit.first, unit.last)
-        for unit in split_units(tree, lines)
-    )
+    return [
+        (unit.first, unit.last)
+        for unit in split_units(tree, source.splitlines(keepends=True))
+        if triggers.could_hold_finding(unit.first, unit.last)
+    ]
 
 
 # What a comparison with infinity must share its line with for a rule that parses it to

@@ -39,7 +39,7 @@ from nozero.lint.facts.scope_functions import FunctionFacts
 from nozero.lint.facts.scope_helpers import HelperFacts
 from nozero.lint.facts.scope_signal import SignalFacts
 from nozero.lint.facts.scope_tests import ExpressionFacts
-from nozero.lint.prefilter import in_a_unit_with_triggers
+from nozero.lint.prefilter import units_with_triggers
 
 
 class FileFacts(FunctionFacts, SignalFacts, ExpressionFacts, HelperFacts, BaseFacts):
@@ -78,14 +78,13 @@ class FileFacts(FunctionFacts, SignalFacts, ExpressionFacts, HelperFacts, BaseFa
         # what a function computes its own loss from, by its line (``_key_feeds_a_loss``)
         self._reaching_memo: dict[int, set[str]] = {}
         self.flows: Any = None  # the file's finiteness flows, built by ``facts.reactions``
+        self._trigger_units: list[tuple[int, int]] | None = None
 
     def in_a_unit_with_triggers(self, line: int) -> bool:
         """Does trigger text sit in the unit around ``line`` (``prefilter``'s units)?"""
-        if not hasattr(self, "_trigger_units"):
-            self._trigger_units: dict[int, bool] = {}
-        if line not in self._trigger_units:
-            self._trigger_units[line] = in_a_unit_with_triggers(self.source, self.tree, line)
-        return self._trigger_units[line]
+        if self._trigger_units is None:
+            self._trigger_units = units_with_triggers(self.source, self.tree)
+        return any(first <= line <= last for first, last in self._trigger_units)
 
 
 # The names other modules import from here, defined in the modules above.
