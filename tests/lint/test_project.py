@@ -571,6 +571,90 @@ CASES.append(
 )
 
 
+# Methods inherited from a class of another module: a mixin that cleans logits, a base
+# trainer whose finiteness test the subclass skips on. A class that only holds such a
+# base (composition, not inheritance) calls nothing of it through ``self``.
+MIXIN = """\
+    import torch
+
+    class AmpMixin:
+        @staticmethod
+        def _safe_logits(x, name):
+            x = torch.clamp(x, min=-1e4, max=1e4)
+            return torch.nan_to_num(x, nan=0.0, posinf=1e4, neginf=-1e4)
+    """
+BASE_TRAINER = """\
+    import torch
+
+    class BaseTrainer:
+        def _bad(self, value):
+            return not torch.isfinite(value).all()
+    """
+CASES.append(
+    project(
+        "torch: a cleaning method inherited from a mixin in another module",
+        {
+            "mixins/__init__.py": "",
+            "mixins/amp.py": MIXIN,
+            "distill.py": """\
+                from mixins.amp import AmpMixin
+
+                class Distiller(AmpMixin):
+                    def step(self, batch):
+                        logits = self.student(batch).logits
+                        logits = self._safe_logits(logits, "student")
+                        loss = self.criterion(logits, batch.labels)
+                        loss.backward()
+                        self.optimizer.step()
+                """,
+        },
+        ("distill.py", 6, "NZ101"),
+    )
+)
+CASES.append(
+    project(
+        "torch: a base trainer's finiteness test, skipped on in a subclass's loop",
+        {
+            "base.py": BASE_TRAINER,
+            "trainer.py": """\
+                from base import BaseTrainer
+
+                class Trainer(BaseTrainer):
+                    def fit(self, loader):
+                        for batch in loader:
+                            loss = self.model(batch)
+                            if self._bad(loss):
+                                continue
+                            loss.backward()
+                            self.optimizer.step()
+                """,
+        },
+        ("trainer.py", 8, "NZ201"),
+    )
+)
+LOOK_ALIKES.append(
+    project(
+        "a class holding another module's mixin, not inheriting it, calls its own method",
+        {
+            "mixins.py": MIXIN,
+            "distill.py": """\
+                from mixins import AmpMixin
+
+                class Distiller:
+                    def __init__(self):
+                        self.amp = AmpMixin()
+
+                    def step(self, batch):
+                        logits = self.student(batch).logits
+                        logits = self._safe_logits(logits, "student")
+                        loss = self.criterion(logits, batch.labels)
+                        loss.backward()
+                """,
+        },
+    )
+)
+
+
 def _write_project(root: Path, case: Project) -> None:
     write(root / "pyproject.toml", "[project]\nname = 'case'\n")
     for path, text in case.files.items():
@@ -596,7 +680,7 @@ def test_every_case_is_found_at_the_turning_on_line(case, lint, tmp_path):
     assert _findings(tree.out, root) == case.expected
 
 
-@pytest.mark.parametrize("case", CASES[:5] + CASES[6:7], ids=lambda c: c.name)
+@pytest.mark.parametrize("case", CASES[:5] + CASES[6:7] + CASES[-2:], ids=lambda c: c.name)
 def test_one_file_or_the_tree_with_or_without_the_cache_agree(case, lint, tmp_path):
     root = tmp_path / "project"
     _write_project(root, case)

@@ -341,7 +341,7 @@ def candidate_units(
     flags needs the functions that hold triggers, hence the fixed point."""
     names = set(vocab.TRIGGER_WORDS) | facts.scope(0).flags | vocab.sanitizer_names(source)
     names |= vocab.nonfinite_exception_names(source)  # ``except NanException:``
-    names |= set(facts.imported)
+    names |= {name.removeprefix("self.") for name in facts.imported}
     names |= {
         local
         for local, qualified in facts.aliases.items()

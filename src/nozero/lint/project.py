@@ -221,7 +221,11 @@ class Project:
                     table.setdefault(switch.function or switch.name, []).append(
                         (switch, self.shown(path))
                     )
-        offered = {n for s in self.modules.values() for n in (*s.helpers, *_callables(s))}
+        offered = {
+            n.partition(".")[0]  # ``Class.method``: the class is what is imported
+            for s in self.modules.values()
+            for n in (*s.helpers, *_callables(s))
+        }
         # Only the re-exports of a name some module offers can change a finding.
         relevant = {p: _relevant(s, offered) for p, s in self.modules.items() if s != EMPTY}
         facts = [(p, s.to_json()) for p, s in relevant.items() if s != EMPTY]
@@ -289,6 +293,8 @@ class Project:
                 continue
             if attribute in summary.helpers:
                 helpers[local] = summary.helpers[attribute]
+            if _subclassed(source, local):  # ``class Trainer(Base)``: ``self.method(...)``
+                helpers.update(_methods(summary, attribute))
             switches = _callables(summary).get(attribute, [])
             if switches:
                 calls.setdefault(local, []).extend((s, where) for s in switches)
@@ -387,10 +393,37 @@ def _module_suffixes(paths: Iterable[str]) -> frozenset[str]:
 
 def _offers(summary: Summary, attribute: str | None) -> bool:
     """Does importing ``attribute`` of a module (None: the module itself) bring in a
-    helper or a switch?"""
+    helper (a function, or a class with helper methods) or a switch?"""
     if attribute is None:
         return any(switch.kind == "param" for switch in summary.switches)
-    return attribute in summary.helpers or attribute in _callables(summary)
+    in_class = f"{attribute}."
+    return (
+        attribute in summary.helpers
+        or attribute in _callables(summary)
+        or any(name.startswith(in_class) for name in summary.helpers)
+    )
+
+
+def _methods(summary: Summary, cls: str) -> dict[str, Helper]:
+    """The helper methods of the class ``cls``, under the names a subclass calls them by
+    (``self._sanitize_logits``)."""
+    in_class = f"{cls}."
+    return {
+        f"self.{name.removeprefix(in_class)}": helper
+        for name, helper in summary.helpers.items()
+        if name.startswith(in_class)
+    }
+
+
+def _subclassed(source: str, local: str) -> bool:
+    """Does ``source`` define a class with ``local`` among its bases?"""
+    return any(
+        re.search(rf"(?<![\w.]){re.escape(local)}\b", bases)
+        for bases in _CLASS_BASES.findall(source)
+    )
+
+
+_CLASS_BASES = re.compile(r"^[ \t]*class\s+\w+\s*\(([^)]*)\)", re.MULTILINE)
 
 
 def _callables(summary: Summary) -> dict[str, list[Switch]]:

@@ -1,7 +1,8 @@
 """What one module offers the rest of its project: a summary read from its own text.
 
-Per module-level function, whether it tests an argument for NaN/Inf and hands back the
-answer, cleans one (``nan_to_num``-like), or raises on a non-finite value; and each
+Per module-level function, and per method of a module-level class (``Class.method``),
+whether it tests an argument for NaN/Inf and hands back the answer, cleans one
+(``nan_to_num``-like), or raises on a non-finite value; and each
 reaction to a non-finite value (a skip, a zeroing, a replacement, old state kept) that
 a switch gates: a parameter (``def fit(skip_nan=False)``), an attribute (``self.skip``,
 set from ``__init__``'s parameter) or a config key (``cfg.skip_nan``, ``cfg["skip"]``).
@@ -14,6 +15,7 @@ plain JSON data (workers receive it, the cache stores it).
 from __future__ import annotations
 
 import ast
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -30,7 +32,7 @@ FunctionNode = ast.FunctionDef | ast.AsyncFunctionDef
 
 @dataclass(frozen=True)
 class Helper:
-    """What a module-level function does with its arguments."""
+    """What a module-level function or a class's method does with its arguments."""
 
     tests: bool = False  # returns whether an argument is finite or not
     cleans: tuple[tuple[int, str], ...] = ()  # (position, name) of each argument it cleans
@@ -158,16 +160,27 @@ def summarize_facts(tree: ast.Module, source: str, facts: FileFacts, path: str) 
         return reexports_summary(source, path)
     helpers = {}
     lines = source.splitlines()
-    for node in tree.body:
-        if (
-            isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef)
-            and not facts.in_test(node.lineno)
-            and prefilter.could_hold_finding("\n".join(lines[node.lineno - 1 : node.end_lineno]))
+    for owner, node in _functions_and_methods(tree):
+        if not facts.in_test(node.lineno) and prefilter.could_hold_finding(
+            "\n".join(lines[node.lineno - 1 : node.end_lineno])
         ):  # a helper about non-finite values holds a word for them
             helper = _helper(facts, node.name)
             if helper is not None:
-                helpers[node.name] = helper
+                helpers[f"{owner}.{node.name}" if owner else node.name] = helper
     return Summary(helpers, tuple(_switches(tree, facts)), _reexports(tree, path))
+
+
+def _functions_and_methods(tree: ast.Module) -> Iterator[tuple[str, FunctionNode]]:
+    """(class name or '', function) for each module-level function and each method of a
+    module-level class: a subclass in another module calls the methods it inherits as
+    ``self.method(...)``."""
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            yield "", node
+        elif isinstance(node, ast.ClassDef):
+            for member in node.body:
+                if isinstance(member, ast.FunctionDef | ast.AsyncFunctionDef):
+                    yield node.name, member
 
 
 def _helper(facts: FileFacts, name: str) -> Helper | None:

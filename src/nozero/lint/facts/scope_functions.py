@@ -106,7 +106,9 @@ class FunctionFacts:
         return [fn for fn in defs if enclosing[fn.lineno] is None] or defs
 
     def helper_name(self, func: ast.expr) -> str | None:
-        """The same-file function a call goes to (``helper(...)``, ``self.helper(...)``)."""
+        """The same-file function a call goes to (``helper(...)``, ``self.helper(...)``),
+        or the project's helper: imported (``helper``), or inherited from a base class in
+        another module (``self.helper``, its key in ``imported``)."""
         if isinstance(func, ast.Name):
             name = func.id
         elif (
@@ -117,9 +119,19 @@ class FunctionFacts:
             name = func.attr
         else:
             return None
-        if isinstance(func, ast.Name) and name in self.imported:
+        if isinstance(func, ast.Attribute):
+            return self.method_helper(name)
+        if name in self.imported:
             return name
         return name if name in self._functions_by_name else None
+
+    def method_helper(self, name: str) -> str | None:
+        """What ``self.name(...)`` calls: the same-file function ``name``, or a method
+        inherited from a class of another module of the project (key ``self.name``)."""
+        if name in self._functions_by_name:
+            return name
+        inherited = f"self.{name}"
+        return inherited if inherited in self.imported else None
 
     def dropped_calls(self, name: str) -> list[tuple[FunctionNode, int]]:
         """(caller, line) of each call to the same-file function ``name`` made as a

@@ -121,15 +121,14 @@ class Context:
         return last_part(self.qualified(call.func))
 
     def helper_called(self, call: cst.Call) -> str | None:
-        """The same-file function ``call`` calls, if any."""
+        """The same-file function ``call`` calls, or the project's helper it reaches (an
+        imported function, a method inherited from another module's class), if any."""
         func = call.func
         if isinstance(func, cst.Name):
-            name = func.value
-        elif isinstance(func, cst.Attribute) and cst_dotted_name(func.value) in ("self", "cls"):
-            name = func.attr.value
-        else:
-            return None
-        return name if self.facts.defines_function(name) else None
+            return func.value if self.facts.defines_function(func.value) else None
+        if isinstance(func, cst.Attribute) and cst_dotted_name(func.value) in ("self", "cls"):
+            return self.facts.method_helper(func.attr.value)
+        return None
 
     # ---- meaning --------------------------------------------------------------------
     def code(self, node: cst.CSTNode) -> str:
