@@ -4088,6 +4088,48 @@ HAND_WRITTEN = [
         _rolled_back('raise FloatingPointError("non-finite loss; last good weights restored")'),
     ),
     case(
+        "a gradient norm kept on the trainer, NaN-tested, then the gradients zeroed",
+        """\
+        import torch
+        class Trainer:
+            def step(self, loss):
+                loss.backward()
+                with torch.no_grad():
+                    self.norm_before_clip = torch.nn.utils.clip_grad_norm_(self.actor.parameters(), 1.0)
+                    if torch.isnan(self.norm_before_clip):
+                        for p in self.actor.parameters():
+                            p.grad.zero_()
+                self.optimizer.step()
+        """,
+        (9, "NZ201"),
+    ),
+    case(
+        "one mask name for the NaN entries, then re-bound to the entries above a bound",
+        """\
+        import torch
+        def clean(model):
+            for p in model.parameters():
+                bad = ~torch.isfinite(p.grad)
+                p.grad[bad] = 0.0
+                bad = p.grad.abs() > 1e6
+                p.grad[bad] = 1e6
+        """,
+        (5, "NZ105"),
+    ),
+    case(
+        "a mask name re-bound to a bound test on one branch only: the NaN mask may reach",
+        """\
+        import torch
+        def clean(grads, strict):
+            bad = torch.isnan(grads)
+            if strict:
+                bad = grads.abs() > 1e6
+            grads[bad] = 0.0
+            return grads
+        """,
+        (6, "NZ105"),
+    ),
+    case(
         "a NaN loss counted (raising after too many) and marked: the mark skips backward and step",
         """\
         import torch

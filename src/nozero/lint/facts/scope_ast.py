@@ -301,7 +301,15 @@ def _bindings(nodes: list[ast.AST]) -> list[tuple[set[str], ast.expr]]:
     """(names, value) for each binding among one scope's ``nodes``."""
     found: list[tuple[set[str], ast.expr]] = []
     for node in nodes:
-        if isinstance(node, ast.Assign) and len(node.targets) == 1:
+        if (
+            isinstance(node, ast.Assign)
+            and len(node.targets) == 1
+            and _own_attribute(node.targets[0])
+        ):
+            # ``self.grad_norm = clip_grad_norm_(...)``: an attribute the method sets and
+            # reads, known by its dotted name
+            found.append(({dotted_name(node.targets[0])}, node.value))  # type: ignore[arg-type]
+        elif isinstance(node, ast.Assign) and len(node.targets) == 1:
             found.extend(_paired(node.targets[0], node.value, iterated=False))
         elif isinstance(node, ast.Assign):
             names = set().union(*(bound_names(t) for t in node.targets))
@@ -313,6 +321,15 @@ def _bindings(nodes: list[ast.AST]) -> list[tuple[set[str], ast.expr]]:
         elif isinstance(node, ast.withitem) and node.optional_vars is not None:
             found.append((bound_names(node.optional_vars), node.context_expr))
     return [(names, value) for names, value in found if names]
+
+
+def _own_attribute(target: ast.expr) -> bool:
+    """``self.name``: an attribute of the instance a method works on."""
+    return (
+        isinstance(target, ast.Attribute)
+        and isinstance(target.value, ast.Name)
+        and target.value.id == "self"
+    )
 
 
 def _paired(target: ast.expr, value: ast.expr, iterated: bool) -> list[tuple[set[str], ast.expr]]:

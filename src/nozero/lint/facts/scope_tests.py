@@ -60,6 +60,8 @@ class ExpressionFacts:
                 ):
                     return True
             elif isinstance(node, ast.Attribute):
+                if dotted_name(node) in scope.signal:
+                    return True  # ``self.grad_norm``, set from signal in this function
                 chain = (dotted_name(node) or node.attr).split(".")
                 if node.attr in vocab.AMBIGUOUS_SIGNAL_NAMES and node.attr in scope.not_signal:
                     continue  # ``self.g`` where no gradient is in sight, or used as a graph
@@ -136,6 +138,37 @@ class ExpressionFacts:
         ``text`` is the source ``expr`` was parsed from; a self-comparison only counts when
         its text reads ``x != x``, which keeps the textual pre-filter exact."""
         return self._test(expr, _Lens(lambda e: self.is_signal(e, scope), scope.flags, text))
+
+    def rebound_as_no_test(self, name: str, key: int, line: int) -> bool:
+        """Is ``name``, where it is read on ``line`` in the function on line ``key``,
+        last bound (in a block that holds the read) to something that is no finiteness
+        test: ``nan_idx = any(obs.abs() > 1e6)`` after an earlier ``nan_idx =
+        any(~isfinite(obs))``? The scope's flags hold every name ever bound to a test."""
+        entry = self._functions.get(key)
+        root = entry[0] if entry else self.tree
+        latest: ast.stmt | None = None
+        for node in self.nodes(root):
+            if (
+                isinstance(node, ast.Assign)
+                and node.lineno < line
+                and any(isinstance(t, ast.Name) and t.id == name for t in node.targets)
+                and (latest is None or node.lineno > latest.lineno)
+            ):
+                latest = node
+        if latest is None or not self._holds_the_read(root, latest, line):
+            return False
+        return not self.is_nonfinite_test(latest.value, self.scope(key), self.source)
+
+    def _holds_the_read(self, root: ast.AST, stmt: ast.stmt, line: int) -> bool:
+        """Does the block ``stmt`` sits in also hold ``line`` after it (every path to the
+        read passes through ``stmt``)?"""
+        for node in [root, *self.nodes(root)]:
+            for field in ("body", "orelse", "finalbody"):
+                block = getattr(node, field, None)
+                if isinstance(block, list) and any(s is stmt for s in block):
+                    end = block[-1].end_lineno or block[-1].lineno
+                    return stmt.lineno < line <= end
+        return False
 
     def may_be_test(self, expr: ast.expr, flags: set[str]) -> bool:
         """The same question without signal tracking (any value counts): a cheap superset

@@ -730,8 +730,18 @@ class MaskedAssignment(Rule):
             isinstance(element.slice, cst.Index)
             and ctx.is_nonfinite_test(element.slice.value)
             and not ctx.true_only_where_finite(element.slice.value)
+            and not _rebound_as_no_test(element.slice.value, subscript, ctx)
             for element in subscript.slice
         )
+
+
+def _rebound_as_no_test(mask: cst.BaseExpression, at: cst.CSTNode, ctx: Context) -> bool:
+    """``nan_idx`` re-bound to a magnitude test before this use (``nan_idx = any(x.abs()
+    > 1e6)``): here it selects large values, not non-finite ones."""
+    if not isinstance(mask, cst.Name):
+        return False
+    line = ctx.positions[at].start.line + ctx.line_offset
+    return ctx.facts.rebound_as_no_test(mask.value, ctx.scope_key, line)
 
 
 RULES: list[type[Rule]] = [
