@@ -179,8 +179,9 @@ def _functions_and_methods(tree: ast.Module) -> Iterator[tuple[str, FunctionNode
             yield "", node
         elif isinstance(node, ast.ClassDef):
             for member in node.body:
-                if isinstance(member, ast.FunctionDef | ast.AsyncFunctionDef):
-                    yield node.name, member
+                dunder = member.name.startswith("__") if hasattr(member, "name") else True
+                if isinstance(member, ast.FunctionDef | ast.AsyncFunctionDef) and not dunder:
+                    yield node.name, member  # (``__init__``, ``__call__``: never a helper)
 
 
 def _helper(facts: FileFacts, name: str) -> Helper | None:
