@@ -4091,17 +4091,18 @@ HAND_WRITTEN = [
         "a gradient norm kept on the trainer, NaN-tested, then the gradients zeroed",
         """\
         import torch
+        from torch.nn.utils import clip_grad_norm_
         class Trainer:
             def step(self, loss):
                 loss.backward()
                 with torch.no_grad():
-                    self.norm_before_clip = torch.nn.utils.clip_grad_norm_(self.actor.parameters(), 1.0)
+                    self.norm_before_clip = clip_grad_norm_(self.actor.parameters(), 1.0)
                     if torch.isnan(self.norm_before_clip):
                         for p in self.actor.parameters():
                             p.grad.zero_()
                 self.optimizer.step()
         """,
-        (9, "NZ201"),
+        (10, "NZ201"),
     ),
     case(
         "one mask name for the NaN entries, then re-bound to the entries above a bound",
