@@ -105,6 +105,50 @@ def _rolled_back(then: str) -> str:
     )
 
 
+def _minibatch_skipped_on_a_flag(branch: list[str]) -> str:
+    """Micro-batches whose NaN loss runs ``branch`` (line by line), and a minibatch whose
+    step is skipped on the flag the branch sets."""
+    lines = "\n".join(f"                        {line}" for line in branch)
+    return textwrap.dedent(
+        f"""\
+        import torch
+        def train(model, minibatches, optimizer):
+            for minibatch in minibatches:
+                skip = False
+                for micro in minibatch:
+                    loss = model(micro)
+                    if not loss.isfinite():
+{lines}
+                    loss.backward()
+                if skip:
+                    continue
+                optimizer.step()
+        """
+    )
+
+
+def _update_per_batch(handed_back: str) -> str:
+    """An update helper, called for each batch, whose handler for any error hands back
+    ``handed_back``."""
+    return textwrap.dedent(
+        f"""\
+        def update(model, optimizer, batch):
+            try:
+                optimizer.zero_grad()
+                loss = model(batch)
+                loss.backward()
+                optimizer.step()
+            except RuntimeError as err:
+                print("update failed:", err)
+                return {handed_back}
+            return loss.item()
+        def fit(model, optimizer, loader):
+            for batch in loader:
+                update(model, optimizer, batch)
+        """
+    )
+
+
 def _warn_then_clean(cleaning: str) -> str:
     """A train step that warns on a NaN gradient, then cleans it with ``cleaning``."""
     head = textwrap.dedent(
@@ -4154,41 +4198,14 @@ HAND_WRITTEN = [
     ),
     case(
         "a micro-batch's NaN loss clears the gradients and sets a flag the minibatch skips on",
-        """\
-        import torch
-        def train(model, minibatches, optimizer):
-            for minibatch in minibatches:
-                skip = False
-                for micro in minibatch:
-                    loss = model(micro)
-                    if not loss.isfinite():
-                        optimizer.zero_grad(set_to_none=True)
-                        skip = True
-                        break
-                    loss.backward()
-                if skip:
-                    continue
-                optimizer.step()
-        """,
+        _minibatch_skipped_on_a_flag(
+            ["optimizer.zero_grad(set_to_none=True)", "skip = True", "break"]
+        ),
         (8, "NZ201"),
     ),
     case(
         "a NaN loss only logged where it sets the flag the minibatch skips on",
-        """\
-        import torch
-        def train(model, minibatches, optimizer):
-            for minibatch in minibatches:
-                skip = False
-                for micro in minibatch:
-                    loss = model(micro)
-                    if not loss.isfinite():
-                        print("non-finite loss")
-                        skip = True
-                    loss.backward()
-                if skip:
-                    continue
-                optimizer.step()
-        """,
+        _minibatch_skipped_on_a_flag(['print("non-finite loss")', "skip = True"]),
         (12, "NZ201"),
     ),
     case(
@@ -4212,39 +4229,12 @@ HAND_WRITTEN = [
     ),
     case(
         "a helper called per batch catching any error of its update, handing back NaN",
-        """\
-        def update(model, optimizer, batch):
-            try:
-                optimizer.zero_grad()
-                loss = model(batch)
-                loss.backward()
-                optimizer.step()
-            except RuntimeError as err:
-                print("update failed:", err)
-                return float("nan")
-            return loss.item()
-        def fit(model, optimizer, loader):
-            for batch in loader:
-                update(model, optimizer, batch)
-        """,
+        _update_per_batch('float("nan")'),
         (7, "NZ301"),
     ),
     case(
         "a helper called per batch catching any error of its update, in code naming no NaN",
-        """\
-        def update(model, optimizer, batch):
-            try:
-                optimizer.zero_grad()
-                model(batch).backward()
-                optimizer.step()
-            except RuntimeError as err:
-                print("update failed:", err)
-                return None
-            return True
-        def fit(model, optimizer, loader):
-            for batch in loader:
-                update(model, optimizer, batch)
-        """,
+        _update_per_batch("None"),
     ),
     case(
         "a loop catching any error of its step, in code naming no NaN: left alone",
@@ -4284,16 +4274,16 @@ HAND_WRITTEN = [
         """,
     ),
     case(
-        "a loss term set to 0 on any error, in code that never tests for NaN or steps",
+        "a loss term set to 0 on any error, in code that names no non-finite value",
         """\
-        import torch
-        def train(student, teacher, loader):
-            for batch in loader:
-                ce = student.loss(batch)
-                try:
-                    kd = distill(student(batch.x), teacher(batch.x))
-                except Exception:
-                    kd = torch.tensor(0.0)
+        import torch.nn.functional as F
+        def distillation_loss(student_logits, teacher_logits, labels):
+            ce = F.cross_entropy(student_logits, labels)
+            try:
+                kd = F.kl_div(student_logits.log_softmax(-1), teacher_logits.softmax(-1))
+            except Exception:
+                kd = 0.0
+            return ce + kd
         """,
     ),
     case(
