@@ -8,7 +8,8 @@ and words in comments or strings only ever make these checks pass, never fail. S
 2. otherwise the standard library's ``ast`` splits it into units (top-level statements,
    and the statements of a class body); units whose lines hold a trigger word (or this
    file's own name for one) are narrowed to the statements, in the body of their
-   innermost function, that hold a trigger node; only those are handed to libcst.
+   innermost function, that hold a trigger node (a handler that catches any error is one
+   there: NZ301 asks its unit for trigger text too); only those are handed to libcst.
 
 Both steps over-approximate, so they never change the findings (``shortcuts=False``
 hands the whole file to libcst, and the tests compare the two).

@@ -2,10 +2,10 @@
 
 Per module-level function, and per method of a module-level class (``Class.method``),
 whether it tests an argument for NaN/Inf and hands back the answer, cleans one
-(``nan_to_num``-like), or raises on a non-finite value; and each
-reaction to a non-finite value (a skip, a zeroing, a replacement, old state kept) that
-a switch gates: a parameter (``def fit(skip_nan=False)``), an attribute (``self.skip``,
-set from ``__init__``'s parameter) or a config key (``cfg.skip_nan``, ``cfg["skip"]``).
+(``nan_to_num``-like), or raises on a non-finite value; and each reaction to a
+non-finite value (a skip, a zeroing, a replacement, old state kept) that a switch gates:
+a parameter (``def fit(skip_nan=False)``), an attribute (``self.skip``, set from
+``__init__``'s parameter) or a config key (``cfg.skip_nan``, ``cfg["skip"]``).
 Another module that imports the helper, or turns the switch on, is judged by this.
 
 A summary depends on the module's bytes only, so it is cached by content hash, and it is
@@ -178,10 +178,9 @@ def _functions_and_methods(tree: ast.Module) -> Iterator[tuple[str, FunctionNode
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
             yield "", node
         elif isinstance(node, ast.ClassDef):
-            for member in node.body:
-                dunder = member.name.startswith("__") if hasattr(member, "name") else True
-                if isinstance(member, ast.FunctionDef | ast.AsyncFunctionDef) and not dunder:
-                    yield node.name, member  # (``__init__``, ``__call__``: never a helper)
+            for member in node.body:  # (``__init__``, ``__call__``: never a helper)
+                if isinstance(member, FunctionNode) and not member.name.startswith("__"):
+                    yield node.name, member
 
 
 def _helper(facts: FileFacts, name: str) -> Helper | None:

@@ -168,8 +168,9 @@ def _a_zero(value: cst.BaseExpression, ctx: Context) -> bool:
 
 def what_any_error_skips(handler: cst.ExceptHandler, ctx: Context) -> str:
     """What a handler catching any error lets training go on past ('' when nothing):
-    in a loop, a step, the loss it steps with or a round of the run; anywhere, a loss
-    term it sets to 0, or a None its caller skips the batch on."""
+    in a loop, a step, the loss it steps with or a round of the run; in a step helper, the
+    step its caller's loop goes on from; anywhere, a loss term it sets to 0, or a None its
+    caller skips the batch on."""
     if not _in_a_unit_with_triggers(handler, ctx):
         return ""
     if ctx.in_loop() and _goes_on_from_any_error(handler, ctx):
