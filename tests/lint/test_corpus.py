@@ -4132,6 +4132,21 @@ HAND_WRITTEN = [
         _rolled_back('raise FloatingPointError("non-finite loss; last good weights restored")'),
     ),
     case(
+        "NaN cleaned inside a logarithm is arithmetic; inside a histogram or a log, a record",
+        """\
+        import numpy as np
+        import torch
+        def loss_fn(probs, writer, step, model):
+            loss = -torch.log(torch.nan_to_num(probs)).mean()
+            other = -np.log(np.nan_to_num(probs)).mean()
+            writer.add_histogram("probs", torch.nan_to_num(probs), step)
+            model.log("probs_mean", torch.nan_to_num(probs).mean())
+            return loss + other
+        """,
+        (4, "NZ101"),
+        (5, "NZ101"),
+    ),
+    case(
         "a gradient norm kept on the trainer, NaN-tested, then the gradients zeroed",
         """\
         import torch

@@ -632,6 +632,32 @@ CASES.append(
         ("trainer.py", 8, "NZ201"),
     )
 )
+CASES.append(
+    project(
+        "TF: a cleaning helper in another module, written in named steps, on the loss",
+        {
+            "utils.py": """\
+                import tensorflow as tf
+
+                def mask_nans(x):
+                    x_zeros = tf.zeros_like(x)
+                    x_mask = tf.is_finite(x)
+                    return tf.where(x_mask, x, x_zeros)
+                """,
+            "losses.py": """\
+                import tensorflow as tf
+                from utils import mask_nans
+
+                def ctc_loss(logits, labels, lengths, grads):
+                    loss = mask_nans(tf.nn.ctc_loss(labels, logits, lengths, None))
+                    for g in grads:
+                        tf.summary.histogram("gradients", mask_nans(g))
+                    return tf.reduce_mean(loss)
+                """,
+        },
+        ("losses.py", 5, "NZ101"),
+    )
+)
 LOOK_ALIKES.append(
     project(
         "a class holding another module's mixin, not inheriting it, calls its own method",
@@ -680,7 +706,7 @@ def test_every_case_is_found_at_the_turning_on_line(case, lint, tmp_path):
     assert _findings(tree.out, root) == case.expected
 
 
-@pytest.mark.parametrize("case", CASES[:5] + CASES[6:7] + CASES[-2:], ids=lambda c: c.name)
+@pytest.mark.parametrize("case", CASES[:5] + CASES[6:7] + CASES[-3:], ids=lambda c: c.name)
 def test_one_file_or_the_tree_with_or_without_the_cache_agree(case, lint, tmp_path):
     root = tmp_path / "project"
     _write_project(root, case)

@@ -26,7 +26,6 @@ from nozero.lint.facts.flow_helpers import (
 from nozero.lint.facts.flow_types import Flag, Route, _Unit
 from nozero.lint.facts.scopes import (
     FunctionNode,
-    Scope,
     is_inf,
     parameter_names,
     self_comparable,
@@ -372,7 +371,7 @@ class FlagsPart:
         try:
             for fn in self.facts.functions_named(name):
                 unit = _Unit(
-                    fn, functools.partial(self._parameter_scope, fn), {}, self._scaler_near(fn)
+                    fn, functools.partial(self.facts.parameter_scope, fn), {}, self._scaler_near(fn)
                 )
                 self._block(unit, fn.body, 0, None)
                 for position, (route, polarity) in unit.returns.items():
@@ -383,11 +382,6 @@ class FlagsPart:
             self._collect = collecting
         self._helper_memo[name] = found
         return found
-
-    def _parameter_scope(self, fn: FunctionNode) -> Scope:
-        """The function's scope with its parameters read as training signal."""
-        scope = self.facts.scope(fn.lineno)
-        return Scope(scope.signal | parameter_names(fn), scope.grad_functions, scope.flags)
 
     def _signal(self, unit: _Unit, expr: ast.expr, extra: set[str]) -> bool:
         if extra and _names(expr) & extra:

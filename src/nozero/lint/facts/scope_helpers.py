@@ -24,8 +24,10 @@ from nozero.lint.facts.scope_ast import (
     steps_an_optimizer,
     true_only_where_finite,
 )
+from nozero.lint.imports import dotted_name, last_part
 from nozero.lint.tables.propagation import VALUE_COPIES
 from nozero.lint.tables.reactions import SANITIZED_KEYWORDS
+from nozero.lint.tables.sources import PREDICATE_POLARITY
 
 # NumPy's array types, as an ``isinstance`` test names them.
 _NUMPY_ARRAY_TYPES = frozenset({"numpy.ndarray", "np.ndarray", "numpy.generic"})
@@ -83,7 +85,7 @@ class HelperFacts:
             for node in self.nodes(fn)
         )
 
-    def _parameter_scope(self, fn: FunctionNode, only: str | None = None) -> Scope:
+    def parameter_scope(self, fn: FunctionNode, only: str | None = None) -> Scope:
         """The function's scope, assuming its parameters (or just ``only``) are training
         signal, and so the tests of them it binds (``mask = isnan(terms)``) flags."""
         own = self.scope(fn.lineno)
@@ -92,7 +94,7 @@ class HelperFacts:
         signal = self._copied_names(fn, own.signal | assumed)
         scope = Scope(signal, own.grad_functions, set(own.flags))
         for names, value in self.bindings(fn):
-            if not names <= scope.flags and _true_when_nonfinite(value):
+            if not names <= scope.flags and (_true_when_nonfinite(value) or _finite_test(value)):
                 if self.is_nonfinite_test(value, scope, self.source):
                     scope.flags |= names
         return scope
@@ -120,7 +122,7 @@ class HelperFacts:
         ]
         if not returns:  # screened without computing the function's scope
             return False
-        scope = self._parameter_scope(fn)
+        scope = self.parameter_scope(fn)
         return any(self.is_nonfinite_test(value, scope, self.source) for value in returns)
 
     def flag_candidates(self, fn: FunctionNode) -> set[str]:
@@ -154,13 +156,13 @@ class HelperFacts:
         if not calls:
             return False
         own = self.scope(fn.lineno)
-        if self._cleans(calls, own):
+        if self._cleans(calls, own, fn):
             # it cleans signal of its own: that statement is a finding, and so is a call
             # that hands it what it cleans (``finite_check(model.parameters())`` for a
             # helper zeroing ``p.grad`` for each ``p`` it is given)
             given = [only] if only is not None else sorted(parameter_names(fn))
             return any(self._cleans_from(fn, calls, own, name) for name in given)
-        return self._cleans(calls, self._parameter_scope(fn, only))
+        return self._cleans(calls, self.parameter_scope(fn, only), fn)
 
     def _copied_names(self, fn: FunctionNode, names: set[str]) -> set[str]:
         """``names`` and the locals of ``fn`` that copy them (``arr = jnp.asarray(leaf)``)."""
@@ -171,7 +173,7 @@ class HelperFacts:
         own = self.scope(fn.lineno) if calls else None
         return (
             own is not None
-            and self._cleans(calls, own)
+            and self._cleans(calls, own, fn)
             and any(self._cleans_from(fn, calls, own, name) for name in sorted(parameter_names(fn)))
         )
 
@@ -247,13 +249,15 @@ class HelperFacts:
         derived -= {n for names, value in bindings if not _hands_on(value, derived) for n in names}
         return any(
             any(_gradient_of(subject, derived) for subject in cleaned_subjects(node))
-            and self._cleans([(node, name)], own)
+            and self._cleans([(node, name)], own, fn)
             for node, name in calls
         )
 
-    def _cleans(self, calls: list[tuple[ast.Call | ast.Assign, str]], scope: Scope) -> bool:
-        """Does one of ``calls`` (sanitizers, masked fills and assignments, selects)
-        replace non-finite values of ``scope``'s signal by finite ones?"""
+    def _cleans(
+        self, calls: list[tuple[ast.Call | ast.Assign, str]], scope: Scope, fn: FunctionNode
+    ) -> bool:
+        """Does one of ``calls`` (sanitizers, masked fills and assignments, selects) in
+        ``fn`` replace non-finite values of ``scope``'s signal by finite ones?"""
         for node, name in calls:
             if isinstance(node, ast.Assign):
                 masks = [t.slice for t in node.targets if isinstance(t, ast.Subscript)]
@@ -278,11 +282,19 @@ class HelperFacts:
                 if self.is_nonfinite_test(mask, scope, self.source):
                     return True
             elif name == "where" and len(node.args) >= 3:
-                if any(self.is_finite_constant(b) for b in node.args[1:3]) and (
+                if any(self._finite_fill(b, fn) for b in node.args[1:3]) and (
                     self.is_nonfinite_test(node.args[0], scope, self.source)
                 ):
                     return True
         return False
+
+    def _finite_fill(self, value: ast.expr, fn: FunctionNode) -> bool:
+        """A finite constant, written in place or bound once to a name in ``fn``
+        (``zeros = tf.zeros_like(x)`` ... ``tf.where(ok, x, zeros)``)."""
+        if isinstance(value, ast.Name):
+            bound = [v for names, v in self.bindings(fn) if value.id in names]
+            return len(bound) == 1 and self.is_finite_constant(bound[0])
+        return self.is_finite_constant(value)
 
     def is_constant(self, node: ast.expr) -> bool:
         """A number, ``-1.0``, ``jnp.nan``, a constant fill (``zeros_like(x)``) or a
@@ -487,3 +499,12 @@ def _gradient_of(subject: ast.expr, given: set[str]) -> bool:
             holds_gradient = True
         subject = subject.value
     return holds_gradient and isinstance(subject, ast.Name) and subject.id in given
+
+
+def _finite_test(value: ast.expr) -> bool:
+    """``tf.is_finite(x)``, ``torch.isfinite(g)``: a mask true where values are finite,
+    which a cleaning helper selects with (``where(ok, x, zeros)``)."""
+    return (
+        isinstance(value, ast.Call)
+        and PREDICATE_POLARITY.get(last_part(dotted_name(value.func) or "")) is False
+    )

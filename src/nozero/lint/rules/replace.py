@@ -9,6 +9,7 @@ import libcst as cst
 from nozero.lint import vocab
 from nozero.lint.imports import last_part
 from nozero.lint.rules.base import Context, Example, Rule, walk
+from nozero.lint.tables.reactions import RECORDING_CALLS
 
 # Gradient hooks: functions that apply another function to each gradient.
 _HOOKS = frozenset(
@@ -37,8 +38,36 @@ def _report(ctx: Context, node: cst.CSTNode, rule: Rule, detail: str = "") -> No
     """Report ``node`` unless it is a 0/0 guard: it runs only when there is nothing to
     average, or it clears a value just masked (the NaN sits where the mask is zero). A
     real NaN elsewhere still shows."""
-    if not (_guards_an_empty_reduction(node, ctx) or _clears_masked_positions(node, ctx)):
+    if not (
+        _guards_an_empty_reduction(node, ctx)
+        or _clears_masked_positions(node, ctx)
+        or _cleaned_for_the_record(ctx)
+    ):
         ctx.report(node, rule, detail)
+
+
+def _cleaned_for_the_record(ctx: Context) -> bool:
+    """Is the node an argument of a call that only records a value (``tf.summary.
+    histogram(name, mask_nans(g))``, ``writer.add_scalar(...)``, ``logger.info(...)``)?
+    What is cleaned there is a copy for people to look at; training keeps the value."""
+    for ancestor in reversed(ctx.ancestors):
+        if isinstance(ancestor, cst.BaseStatement | cst.BaseSmallStatement):
+            return False
+        if isinstance(ancestor, cst.Call) and _records(ancestor, ctx):
+            return True
+    return False
+
+
+# Modules whose ``log`` is the logarithm, not a logger's.
+_MATH_MODULES = frozenset({"torch", "numpy", "jax", "math", "tensorflow", "scipy", "mlx"})
+
+
+def _records(call: cst.Call, ctx: Context) -> bool:
+    called = ctx.called(call)
+    if called not in RECORDING_CALLS:
+        return False
+    root = (ctx.qualified(call.func) or "").split(".", 1)[0]
+    return called != "log" or root not in _MATH_MODULES  # ``torch.log(p)``: arithmetic
 
 
 def _clears_masked_positions(node: cst.CSTNode, ctx: Context) -> bool:

@@ -189,6 +189,17 @@ REPORTING_CALLS = frozenset(
         "log_dist",  # DeepSpeed: log_dist("overflow", ranks=[0])
     }
 )
+# Calls that record a value for people to look at: a value cleaned inside one of their
+# arguments is cleaned for the record (a histogram of gradients without its NaNs), and
+# training goes on with the value as it was.
+RECORDING_CALLS = REPORTING_CALLS | frozenset(
+    {
+        "histogram",  # tf.summary.histogram("grads", mask_nans(g))
+        "scalar",  # tf.summary.scalar("loss", tf.where(tf.is_finite(l), l, 0.0))
+        "add_histogram",  # writer.add_histogram("grad", torch.nan_to_num(g), step)
+        "add_scalars",  # writer.add_scalars("losses", {...}, step)
+    }
+)
 # Calls that only observe: logging or printing a flag records nothing.
 OBSERVING_CALLS = REPORTING_CALLS | frozenset(
     {
