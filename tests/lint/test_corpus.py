@@ -4147,6 +4147,32 @@ HAND_WRITTEN = [
         (5, "NZ101"),
     ),
     case(
+        "a running total of loss terms whose first term is also taken only when finite",
+        """\
+        import torch
+        class MultiResolutionSTFTLoss(torch.nn.Module):
+            def forward(self, x, y):
+                count = 0
+                for i in range(len(self.stft_losses)):
+                    l1 = self.stft_losses[i](x, y)
+                    if count > 0:
+                        if not torch.isnan(l1.sum()):
+                            l1_loss = torch.cat((l1_loss, l1.unsqueeze(-1)), -1)
+                            count += 1
+                        else:
+                            print("nan term")
+                    else:
+                        if not torch.isnan(l1.sum()):
+                            l1_loss = l1.unsqueeze(-1)
+                            count += 1
+                        else:
+                            print("nan term")
+                return l1_loss.mean()
+        """,
+        (8, "NZ107"),
+        (14, "NZ107"),
+    ),
+    case(
         "a gradient norm kept on the trainer, NaN-tested, then the gradients zeroed",
         """\
         import torch

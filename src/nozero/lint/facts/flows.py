@@ -598,6 +598,8 @@ class Flows(ReactionsPart, SelectionsPart, RecordPart, FlagsPart):
                 added, total = stmt.value, stmt.target
             elif isinstance(stmt, ast.Assign) and (added := _added_to_itself(stmt)) is not None:
                 total = stmt.targets[0]  # ``gen_loss = gen_loss + pl_loss``
+            elif isinstance(stmt, ast.Assign) and self._first_of_a_total(unit, stmt):
+                added, total = stmt.value, stmt.targets[0]  # ``l1_loss = l1.unsqueeze(-1)``
             elif (
                 isinstance(stmt, ast.Expr)
                 and isinstance(stmt.value, ast.Call)
@@ -628,6 +630,21 @@ class Flows(ReactionsPart, SelectionsPart, RecordPart, FlagsPart):
             ):
                 return kind
         return ""
+
+    def _first_of_a_total(self, unit: _Unit, stmt: ast.Assign) -> bool:
+        """Does ``stmt`` start a running total that the function adds to elsewhere
+        (``l1_loss = l1.unsqueeze(-1)`` beside ``l1_loss = cat((l1_loss, l1...))``)? Its
+        first term, taken only when finite, is left out as the later ones are."""
+        if len(stmt.targets) != 1 or not (total := dotted_name(stmt.targets[0])):
+            return False
+        for node in self.facts.nodes(unit.node):
+            if isinstance(node, ast.AugAssign) and isinstance(node.op, ast.Add):
+                if dotted_name(node.target) == total:
+                    return True
+            elif node is not stmt and isinstance(node, ast.Assign) and _added_to_itself(node):
+                if dotted_name(node.targets[0]) == total:
+                    return True
+        return False
 
     def _gates_a_step(self, unit: _Unit, stmt: ast.If, found: Flag, loops: int) -> bool:
         """``if np.isfinite(total_norm): self.optimizer.step()``: an optimizer's step
