@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from nozero.lint import vocab
 from nozero.lint.facts import sources
 from nozero.lint.facts.flow_types import _BLOCKS, _DEFS, Flag, Route
+from nozero.lint.facts.scope_ast import names_and_attributes
 from nozero.lint.facts.scopes import FileFacts, source_segment
 from nozero.lint.imports import dotted_name, last_part
 from nozero.lint.tables.propagation import JOINS
@@ -402,16 +403,7 @@ def _named_flag(key: str | None, line: int, origin: str, scaler: bool) -> Flag |
     return None
 
 
-def _names(node: ast.AST) -> set[str]:
-    found = set()
-    for child in ast.walk(node):
-        if isinstance(child, ast.Name):
-            found.add(child.id)
-        elif isinstance(child, ast.Attribute):
-            dotted = dotted_name(child)
-            if dotted:
-                found.add(dotted.removeprefix("self."))
-    return found
+_names = names_and_attributes
 
 
 def _returns_as_usual(function: ast.AST, stmt: ast.stmt) -> bool:

@@ -82,6 +82,18 @@ def _names_in(node: ast.AST) -> set[str]:
     return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
 
 
+def names_and_attributes(node: ast.AST) -> set[str]:
+    """Names and dotted attributes in ``node``, ``self.`` dropped (``self.val_loader`` ->
+    ``val_loader``): what an expression reads, as the flow pass and the facts name it."""
+    found = set()
+    for child in ast.walk(node):
+        if isinstance(child, ast.Name):
+            found.add(child.id)
+        elif isinstance(child, ast.Attribute) and (dotted := dotted_name(child)):
+            found.add(dotted.removeprefix("self."))
+    return found
+
+
 def _names_logits(node: ast.expr) -> bool:
     """Logits by name: -inf is how a logit is masked out (padding, banned tokens)."""
     name = (dotted_name(node) or "").rsplit(".", 1)[-1]

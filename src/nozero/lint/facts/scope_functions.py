@@ -23,6 +23,7 @@ from nozero.lint.facts.scope_ast import (
     _names_in,
     _updates_a_mapping,
     bound_names,
+    names_and_attributes,
     parameter_names,
 )
 from nozero.lint.imports import child_statements, dotted_name, last_part
@@ -193,13 +194,15 @@ class FunctionFacts:
     @cached_property
     def _called_in_loops(self) -> frozenset[str]:
         found: set[str] = set()
-        for loop in ast.walk(self.tree):
-            if isinstance(loop, ast.For | ast.AsyncFor | ast.While):
-                for node in ast.walk(loop):
-                    if isinstance(node, ast.Call):
-                        name = self.helper_name(node.func)
-                        if name is not None:
-                            found.add(name)
+        stack: list[tuple[ast.AST, bool]] = [(self.tree, False)]  # (node, inside a loop)
+        while stack:
+            node, in_loop = stack.pop()
+            if in_loop and isinstance(node, ast.Call):
+                name = self.helper_name(node.func)
+                if name is not None:
+                    found.add(name)
+            in_loop = in_loop or isinstance(node, ast.For | ast.AsyncFor | ast.While)
+            stack.extend((child, in_loop) for child in ast.iter_child_nodes(node))
         return frozenset(found)
 
     def is_update(self, node: ast.AST) -> bool:
@@ -214,7 +217,7 @@ class FunctionFacts:
         return any(
             isinstance(node, ast.For | ast.AsyncFor)
             and node.lineno <= line <= (node.end_lineno or node.lineno)
-            and any(map(vocab.names_evaluation, _iterated_names(node.iter)))
+            and any(map(vocab.names_evaluation, names_and_attributes(node.iter)))
             and not any(map(self.is_update, ast.walk(node)))
             for node in self.nodes(fn)
         )
@@ -557,14 +560,3 @@ def _tested_for_none(test: ast.expr) -> str | None:
     if isinstance(left, ast.Subscript) and isinstance(left.slice, ast.Constant):
         left = left.value if left.slice.value == 0 else left  # ``result[0] is None``
     return left.id if isinstance(left, ast.Name) else None
-
-
-def _iterated_names(node: ast.AST) -> set[str]:
-    """Names and dotted attributes in ``node`` (``self.`` dropped): what a loop runs over."""
-    found = set()
-    for child in ast.walk(node):
-        if isinstance(child, ast.Name):
-            found.add(child.id)
-        elif isinstance(child, ast.Attribute) and (dotted := dotted_name(child)):
-            found.add(dotted.removeprefix("self."))
-    return found

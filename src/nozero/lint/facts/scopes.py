@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import ast
 from collections.abc import Mapping
+from functools import cached_property
 from typing import Any
 
 from nozero.lint.facts.scope_ast import (
@@ -78,13 +79,14 @@ class FileFacts(FunctionFacts, SignalFacts, ExpressionFacts, HelperFacts, BaseFa
         # what a function computes its own loss from, by its line (``_key_feeds_a_loss``)
         self._reaching_memo: dict[int, set[str]] = {}
         self.flows: Any = None  # the file's finiteness flows, built by ``facts.reactions``
-        self._trigger_units: list[tuple[int, int]] | None = None
 
     def in_a_unit_with_triggers(self, line: int) -> bool:
         """Does trigger text sit in the unit around ``line`` (``prefilter``'s units)?"""
-        if self._trigger_units is None:
-            self._trigger_units = units_with_triggers(self.source, self.tree)
         return any(first <= line <= last for first, last in self._trigger_units)
+
+    @cached_property
+    def _trigger_units(self) -> list[tuple[int, int]]:
+        return units_with_triggers(self.source, self.tree)
 
 
 # The names other modules import from here, defined in the modules above.
